@@ -1,0 +1,82 @@
+"""Packaged assets (prompts, schemas, catalogs) and their fingerprints.
+
+Assets are read through importlib.resources from the ``assets`` package, so a
+checkout, an installed wheel and a Dataflow worker all load the same bytes.
+An asset fingerprint is the sha256 of the exact bytes; a composed prompt is
+hashed as the model would see it, includes expanded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import lru_cache
+from importlib import resources
+
+import orjson
+
+SHARED_EVIDENCE_PROMPT = "dnd/shared/prompts/common-dnd-extraction-evidence.md"
+
+# An include is a line of its own: {{include dnd/shared/prompts/x.md}}
+_INCLUDE_LINE = re.compile(rb"^\{\{include ([A-Za-z0-9_./-]+)\}\}[ \t]*\r?\n?", re.MULTILINE)
+
+
+class AssetError(LookupError):
+    """A packaged asset is missing or unusable: a packaging bug, not bad input."""
+
+
+@lru_cache(maxsize=None)
+def read_asset(path: str) -> bytes:
+    """The exact bytes of ``assets/<path>``."""
+    try:
+        return resources.files("assets").joinpath(path).read_bytes()
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        raise AssetError(f"packaged asset {path!r} not found") from exc
+
+
+@lru_cache(maxsize=None)
+def load_json_asset(path: str):
+    return orjson.loads(read_asset(path))
+
+
+def fingerprint(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def compose_prompt(path: str, _depth: int = 0) -> bytes:
+    """The prompt at ``path`` with every include line replaced, byte for byte,
+    by the included asset (which may include others, up to a small depth)."""
+    if _depth > 4:
+        raise AssetError(f"prompt includes nest too deeply at {path!r}")
+    return _INCLUDE_LINE.sub(lambda m: compose_prompt(m.group(1).decode(), _depth + 1), read_asset(path))
+
+
+def family_dir(family: str) -> str:
+    return f"dnd/{family}"
+
+
+def llm_schema_path(family: str) -> str:
+    return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}_llm.v1.json"
+
+
+def durable_schema_path(family: str) -> str:
+    return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}.v1.json"
+
+
+def durable_avro_schema_path(family: str) -> str:
+    return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}.v1.avsc"
+
+
+def prompt_path(family: str) -> str:
+    return f"dnd/{family}/prompts/{family}.md"
+
+
+@lru_cache(maxsize=None)
+def composed_prompt(family: str) -> bytes:
+    return compose_prompt(prompt_path(family))
+
+
+@lru_cache(maxsize=None)
+def current_fingerprints(family: str) -> tuple[str, str]:
+    """(prompt fingerprint, LLM schema fingerprint) of ``family`` as shipped now."""
+    return fingerprint(composed_prompt(family)), fingerprint(read_asset(llm_schema_path(family)))

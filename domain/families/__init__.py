@@ -1,0 +1,40 @@
+"""The family registry: one table from module key to :class:`FamilySpec`.
+
+Adding a family means adding its module here and its assets under
+``assets/dnd/<key>/``; nothing in ``transforms/`` or ``pipelines/`` changes.
+"""
+
+from __future__ import annotations
+
+from domain.families import (
+    combat_turns,
+    enemy_events,
+    item_occurrences,
+    item_registry,
+    location_occurrences,
+    location_registry,
+    npc_occurrences,
+    npc_registry,
+    scene_descriptions,
+    spells,
+)
+from domain.families.base import FamilySpec
+
+_MODULES = (
+    spells,
+    npc_registry,
+    npc_occurrences,
+    item_registry,
+    item_occurrences,
+    location_registry,
+    location_occurrences,
+    combat_turns,
+    enemy_events,
+    scene_descriptions,
+)
+
+FAMILIES: dict[str, FamilySpec] = {m.SPEC.key: m.SPEC for m in _MODULES if m.SPEC is not None}
+
+
+def family(key: str) -> FamilySpec | None:
+    return FAMILIES.get(key)

@@ -1,0 +1,165 @@
+"""What a family is: the one table entry the evaluation engine needs.
+
+A family module owns its response model, adapter, validators and the prose of
+its guidance, and exposes them as one :class:`FamilySpec`. Nothing outside
+``domain/`` and ``assets/`` changes when a family is added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Mapping, Protocol
+
+import orjson
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from domain import issues as shared_issues
+from domain.evidence import SourceRef
+from domain.issues import Issue
+from domain.source import Chunk, Transcript
+
+# Roles decide processing order within a source and which prerequisites apply.
+ROLE_REGISTRY = "registry"  # per-chunk registries: feed membership
+ROLE_RECONCILIATION = "reconciliation"  # source-level merge of chunk registries
+ROLE_OCCURRENCE = "occurrence"  # need an accepted registry of their kind
+ROLE_EXTRACTION = "extraction"  # everything else over extraction chunks
+ROLE_SCENE = "scene"  # scene chunks, exact-range contract, never reordered
+ROLE_ORDER = (ROLE_REGISTRY, ROLE_RECONCILIATION, ROLE_OCCURRENCE, ROLE_EXTRACTION, ROLE_SCENE)
+
+
+class StrictModel(BaseModel):
+    """Base of every LLM response model: strict types, no extra keys, frozen.
+
+    It must accept and reject exactly what the family's LLM schema does
+    (tests/test_schema_model_agreement.py proves it by differential testing).
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _integral_float_to_int(value: Any) -> Any:
+    # JSON Schema counts 3.0 as an integer; strict pydantic would not. Agree with the schema.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+# An integer exactly as the JSON Schema "integer" type means it.
+JsonInt = Annotated[int, BeforeValidator(_integral_float_to_int)]
+
+
+class Evidence(StrictModel):
+    start_unit_id: JsonInt
+    end_unit_id: JsonInt
+
+
+# `evidence` in every extraction schema: an array with at least one item.
+EvidenceList = Annotated[tuple[Evidence, ...], Field(min_length=1)]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryView:
+    """Names (and aliases) of one kind accepted for a source, case/space folded."""
+
+    kind: str
+    folded_names: frozenset[str]
+
+    def knows(self, name: str) -> bool:
+        return fold_name(name) in self.folded_names
+
+
+def fold_name(name: str) -> str:
+    """Case and whitespace folding used for identity and membership."""
+    return " ".join(name.split()).casefold()
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationContext:
+    transcript: Transcript
+    chunk: Chunk | None
+    # Accepted registry for the family's membership kind, when the family needs one.
+    registry: RegistryView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Adapted:
+    """A typed candidate after canonicalization: records in earliest-evidence order."""
+
+    records: tuple[Any, ...]
+    earliest_evidence_unit_id: int | None
+
+
+class Adapter(Protocol):
+    def __call__(self, response: Any, transcript: Transcript) -> Adapted: ...
+
+
+class Validator(Protocol):
+    def __call__(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]: ...
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: one spec object per family
+class FamilySpec:
+    key: str
+    role: str
+    chunk_kind: str  # "extraction", "scene" or "source" (chunk_id "*")
+    response_model: type[StrictModel]
+    # The top-level array of the response ("spells", "npcs", ...).
+    list_field: str
+    policy_version: str
+    # Closed value sets by response field name (also in the LLM schema as enums).
+    enums: Mapping[str, tuple[str, ...]]
+    adapt: Adapter
+    validators: tuple[Validator, ...]
+    # Durable record of one adapted record (evidence as {source_id, start_unit_id, end_unit_id}).
+    durable_record: Callable[[Any], dict]
+    # Transcript-grounded name of a raw (possibly malformed) response record, for
+    # structural guidance: e.g. 'the spell "Shield" cast by "SAM"'. None when unknown.
+    describe_raw_record: Callable[[Any], str | None]
+    # The kind of registry this family provides (registries) or needs (occurrences).
+    registry_kind: str | None = None
+    # Names a registry record contributes to membership (registries only).
+    registry_names: Callable[[Any], tuple[str, ...]] | None = None
+    # Durable record JSON Schema when it is not derived from the LLM schema's records.
+    durable_record_schema: dict | None = None
+    # Anything else that changes behaviour and must move the policy fingerprint.
+    policy_extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_registry(self) -> bool:
+        return self.role == ROLE_OCCURRENCE
+
+    @property
+    def provides_registry(self) -> bool:
+        return self.role in (ROLE_REGISTRY, ROLE_RECONCILIATION)
+
+    def validator_policy_fingerprint(self) -> str:
+        return _policy_fingerprint(self)
+
+
+_POLICY_CACHE: dict[str, str] = {}
+
+
+def _policy_fingerprint(spec: FamilySpec) -> str:
+    cached = _POLICY_CACHE.get(spec.key)
+    if cached is None:
+        declared = {
+            "family": spec.key,
+            "policy_version": spec.policy_version,
+            "enums": {k: list(v) for k, v in sorted(spec.enums.items())},
+            "limits": {
+                "max_issues": shared_issues.MAX_ISSUES,
+                "max_guidance_chars": shared_issues.MAX_GUIDANCE_CHARS,
+                "max_quoted_name_chars": shared_issues.MAX_QUOTED_NAME_CHARS,
+            },
+            "guidance_version": shared_issues.GUIDANCE_VERSION,
+            "validators": [getattr(v, "__qualname__", repr(v)) for v in spec.validators],
+            "extras": spec.policy_extras,
+        }
+        cached = "sha256:" + hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        _POLICY_CACHE[spec.key] = cached
+    return cached
+
+
+def evidence_records(refs: tuple[SourceRef, ...]) -> list[dict]:
+    return [ref.as_record() for ref in refs]

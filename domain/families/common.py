@@ -1,0 +1,282 @@
+"""Mechanics several families share: evidence adaptation, the source-reference
+validator, registry identity and membership, and structural (schema) guidance.
+
+These are rules the families have in common (SPEC §4/§5), written once. Family
+modules pass in what differs: the record's transcript-grounded subject and the
+noun for their kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Sequence
+
+import orjson
+from jsonschema import Draft202012Validator
+
+from domain.assets import llm_schema_path, load_json_asset
+from domain.evidence import SourceRef, canonical_evidence, earliest_evidence_unit_id, span_within_chunk
+from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
+from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range
+from domain.source import Chunk, DocumentIndex, Transcript
+
+
+# --- adaptation -----------------------------------------------------------------
+
+def adapt_evidence(transcript: Transcript, evidence: Iterable[Evidence]) -> tuple[SourceRef, ...]:
+    """Model evidence -> canonical source references of the current source.
+
+    Every extraction adapter goes through here: endpoints ordered by document
+    position (the shared ``order_endpoints``), then sorted and de-duplicated.
+    """
+    source_id = transcript.source_id
+    refs = (SourceRef(source_id, item.start_unit_id, item.end_unit_id) for item in evidence)
+    return canonical_evidence(transcript.index, source_id, refs)
+
+
+def order_records(index: DocumentIndex, records: Sequence[Any]) -> Adapted:
+    """Records by earliest evidence (ties keep response order) and the overall earliest unit."""
+
+    def key(indexed: tuple[int, Any]) -> tuple:
+        pos = _earliest_position(index, indexed[1].evidence)
+        return (pos is None, pos if pos is not None else 0, indexed[0])
+
+    ordered = tuple(record for _, record in sorted(enumerate(records), key=key))
+    all_refs = [ref for record in ordered for ref in record.evidence]
+    return Adapted(ordered, earliest_evidence_unit_id(index, all_refs))
+
+
+def _earliest_position(index: DocumentIndex, refs: Sequence[SourceRef]) -> int | None:
+    uid = earliest_evidence_unit_id(index, refs)
+    return None if uid is None else index.position(uid)
+
+
+# --- source references -----------------------------------------------------------
+
+def chunk_extent(chunk: Chunk) -> str:
+    """The excerpt's range as the model saw it."""
+    return render_range(chunk.first_unit_id, chunk.last_unit_id)
+
+
+def check_source_references(
+    collector: IssueCollector,
+    ctx: EvaluationContext,
+    subject: str,
+    refs: Sequence[SourceRef],
+    location: str,
+) -> None:
+    """Strict source-reference rule shared by the nine extraction families.
+
+    Every cited span must resolve in the current source and lie wholly inside
+    the chunk the model saw (``span_within_chunk``). Reversed ranges that reach
+    this point (another producer, an application bug) are rejected, not fixed.
+    """
+    index, chunk = ctx.transcript.index, ctx.chunk
+    for n, ref in enumerate(refs):
+        if span_within_chunk(index, chunk, ref):
+            continue
+        cited = render_range(ref.start_unit_id, ref.end_unit_id)
+        where = f"{location}.evidence[{n}]"
+        extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
+        unresolved = [u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None]
+        if unresolved:
+            shown = ", ".join(dict.fromkeys(render_range(u, u) for u in unresolved))
+            collector.add(
+                "unresolved_unit",
+                where,
+                f"evidence endpoint(s) {unresolved!r} do not resolve in source {ctx.transcript.source_id}",
+                Correction(subject, cited, f"It cites {shown}, which is not in the transcript excerpt.",
+                           f"Cite only unit ids shown in the excerpt ({extent})."),
+            )
+        elif index.position(ref.start_unit_id) > index.position(ref.end_unit_id):
+            collector.add(
+                "reversed_range",
+                where,
+                f"evidence start {ref.start_unit_id} comes after end {ref.end_unit_id} in document order",
+                Correction(subject, cited, "Its range starts at a later unit than it ends.",
+                           "Give the earlier unit as `start_unit_id` and the later one as `end_unit_id`."),
+            )
+        else:
+            collector.add(
+                "span_outside_chunk",
+                where,
+                f"evidence span {ref.start_unit_id}..{ref.end_unit_id} is not wholly inside chunk "
+                f"{chunk.chunk_id if chunk else None}",
+                Correction(subject, cited, "Its range reaches beyond the transcript excerpt you were given.",
+                           f"Cite only units inside the excerpt ({extent}), or drop the record if it has none."),
+            )
+
+
+def cited(refs: Sequence[SourceRef]) -> str:
+    """A record's cited ranges in model words, bounded."""
+    from domain.issues import render_ranges
+
+    return render_ranges((ref.start_unit_id, ref.end_unit_id) for ref in refs)
+
+
+# --- registries: identity and membership ------------------------------------------------
+
+def check_registry_identity(
+    collector: IssueCollector,
+    noun: str,
+    names_by_record: Sequence[tuple[str, str, tuple[str, ...]]],
+    list_field: str,
+) -> None:
+    """Names and aliases are non-blank and unique across entries after folding.
+
+    ``names_by_record`` holds (subject, name, aliases) per record in adapted order.
+    Every clash is reported, naming both records.
+    """
+    owner: dict[str, str] = {}
+    for n, (subject, name, aliases) in enumerate(names_by_record):
+        for field_name, value in [("name", name)] + [("aliases", alias) for alias in aliases]:
+            folded = fold_name(value)
+            if not folded:
+                collector.add("blank_name", f"{list_field}[{n}].{field_name}", f"blank {field_name}",
+                              Correction(subject, "", f"Its `{field_name}` contains a blank entry.",
+                                         f"Give every {noun} a non-blank `name` and remove blank `aliases`."))
+                continue
+            first = owner.setdefault(folded, subject)
+            if first != subject:
+                collector.add(
+                    "duplicate_name", f"{list_field}[{n}].{field_name}", f"name {value!r} repeats another entry",
+                    Correction(subject, "", f"Its {field_name} {quote_name(value)} is also used by {first}.",
+                               f"Each name or alias must belong to exactly one {noun}: merge the two entries "
+                               f"or remove the repeated name."),
+                )
+
+
+def check_membership(
+    collector: IssueCollector, ctx: EvaluationContext, noun: str, subject: str, name: str, location: str,
+    refs: Sequence[SourceRef],
+) -> None:
+    """An occurrence must name a member of the source's accepted registry."""
+    if ctx.registry is not None and not ctx.registry.knows(name):
+        collector.add(
+            "not_in_registry", location, f"{name!r} is not in the accepted {ctx.registry.kind} registry",
+            Correction(subject, cited(refs), f"{quote_name(name)} is not a known {noun} of this transcript.",
+                       f"Use the exact name or alias of a known {noun}, or leave the occurrence out."),
+        )
+
+
+# --- structural failures: schema errors as contextual guidance --------------------------
+
+@lru_cache(maxsize=None)
+def llm_schema_validator(family: str) -> Draft202012Validator:
+    schema = load_json_asset(llm_schema_path(family))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+_TYPE_WORDS = {
+    "string": "text",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+@dataclass(frozen=True)
+class StructuralContext:
+    family: str
+    list_field: str
+    enums: dict
+    describe_raw_record: Callable[[Any], str | None]
+
+
+def invalid_json_issue(error: orjson.JSONDecodeError) -> Issue:
+    truncated = "end of data" in str(error) or "EOF" in str(error)
+    problem = (
+        "It stops before the JSON is complete." if truncated else "It is not valid JSON."
+    )
+    return Issue(
+        "structure", "invalid_json", "", f"response is not valid JSON: {error}",
+        Correction("The response", "", problem, "Return one complete JSON object and nothing else."),
+    )
+
+
+def structural_issues(sctx: StructuralContext, document: Any) -> tuple[Issue, ...]:
+    """Every schema violation of ``document``, with model-facing prose.
+
+    Called only when the fast path (the typed model) rejected the response, so
+    its cost is paid on failures only.
+    """
+    validator = llm_schema_validator(sctx.family)
+    try:
+        errors = sorted(validator.iter_errors(document), key=lambda e: ([str(p) for p in e.absolute_path], e.validator))
+    except RecursionError:
+        errors = None
+    if errors is None or not errors:
+        # The typed model and the schema disagree, or the document nests absurdly deep.
+        return (
+            Issue("structure", "schema_mismatch", "", "response rejected by the typed model",
+                  Correction("The response", "", "It does not follow the required JSON shape.",
+                             "Return exactly the fields the response schema lists, with their types.")),
+        )
+    return tuple(_schema_error_issue(sctx, document, error) for error in errors)
+
+
+def _schema_error_issue(sctx: StructuralContext, document: Any, error) -> Issue:
+    path = list(error.absolute_path)
+    location = "/" + "/".join(str(p) for p in path)
+    subject = _structural_subject(sctx, document, path)
+    field = next((p for p in reversed(path) if isinstance(p, str)), None)
+    kind = error.validator
+    if kind == "enum":
+        allowed = sctx.enums.get(field) or tuple(error.validator_value)
+        problem = f"`{field}` is {quote_name(error.instance)}, which is not an allowed value."
+        fix = f"Use exactly one of: {', '.join(allowed)}."
+    elif kind == "type":
+        expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        words = " or ".join(_TYPE_WORDS.get(t, t) for t in expected)
+        what = f"`{field}`" if field else "The response"
+        problem = f"{what} has the wrong type."
+        fix = f"It must be {words}."
+    elif kind == "required":
+        missing = [name for name in error.validator_value if isinstance(error.instance, dict) and name not in error.instance]
+        names = ", ".join(f"`{name}`" for name in missing)
+        problem = f"The field{'s' if len(missing) != 1 else ''} {names} {'are' if len(missing) != 1 else 'is'} missing."
+        fix = "Include every field of the response shape."
+    elif kind == "additionalProperties":
+        extra = sorted(k for k in error.instance if k not in error.schema.get("properties", {}))
+        problem = f"It has field{'s' if len(extra) != 1 else ''} {', '.join(quote_name(k, 40) for k in extra)} that the response shape does not allow."
+        fix = "Remove them and use only the listed fields."
+    elif kind == "minItems":
+        problem = f"`{field}` is empty."
+        fix = "Cite at least one range." if field == "evidence" else f"Give at least one entry in `{field}`."
+    else:
+        problem = f"`{field}` does not match the required shape." if field else "It does not match the required shape."
+        fix = "Follow the response schema exactly."
+    return Issue("structure", f"schema_{kind}", location, error.message[:300], Correction(subject, "", problem, fix))
+
+
+def _structural_subject(sctx: StructuralContext, document: Any, path: list) -> str:
+    if len(path) >= 2 and path[0] == sctx.list_field and isinstance(path[1], int):
+        try:
+            record = document[sctx.list_field][path[1]]
+        except (KeyError, IndexError, TypeError):
+            record = None
+        try:
+            named = sctx.describe_raw_record(record)
+        except Exception:  # a malformed record must never break guidance
+            named = None
+        if named:
+            return named
+        n = path[1]
+        ordinal = _ORDINALS[n] if n < len(_ORDINALS) else f"number {n + 1}"
+        return f"The {ordinal} entry of `{sctx.list_field}`"
+    return "The response"
+
+
+def raw_text(record: Any, key: str) -> str | None:
+    """A string field of a raw record, or None (for describe_raw_record functions)."""
+    if isinstance(record, dict):
+        value = record.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None

@@ -1,0 +1,2 @@
+"""Placeholder until this family lands."""
+SPEC = None

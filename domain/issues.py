@@ -1,0 +1,184 @@
+"""Validation issues and model-facing correction guidance: the shared mechanics.
+
+An :class:`Issue` has two audiences kept strictly apart:
+
+* the operator side (``validator``, ``reason_code``, ``location``, ``message``)
+  goes to evaluations only and may hold paths, indexes and codes;
+* the model side (:class:`Correction`) is built by the family from the
+  candidate and its transcript: the affected record's transcript-grounded
+  name, its cited range, the response field, what is wrong and what to
+  return instead. Operator text is never copied into it.
+
+This module owns the mechanics only - stable grouping, de-duplication,
+range wording, safe quoting of model-supplied names, and the one bound on
+issues and characters. Families own the meaning and the prose.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+# One shared bound for every family (it is part of each validator policy fingerprint).
+MAX_ISSUES = 50
+MAX_GUIDANCE_CHARS = 6000
+MAX_QUOTED_NAME_CHARS = 80
+GUIDANCE_VERSION = "guidance-v1"
+
+GUIDANCE_OPENING = (
+    "Your previous response could not be accepted. Every problem found is listed below. "
+    "Fix all of them and return one complete corrected replacement response: every record, "
+    "not only the changed ones, in the same JSON shape."
+)
+GUIDANCE_CLOSING = "Return only the corrected JSON response."
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """What the model needs to repair one defect, in its own terms.
+
+    ``subject`` names the record the way the model would recognise it (already
+    quoted with :func:`quote_name` where it contains model-supplied text);
+    ``cited`` is its range in transcript words (:func:`render_range`), or "";
+    ``problem`` and ``fix`` are whole sentences owned by the family.
+    """
+
+    subject: str
+    cited: str
+    problem: str
+    fix: str
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    validator: str
+    reason_code: str
+    location: str
+    message: str
+    # None marks an operator-only issue (normalization invariants): never shown to a model.
+    correction: Correction | None
+
+    def as_record(self) -> dict[str, str]:
+        return {
+            "validator": self.validator,
+            "reason_code": self.reason_code,
+            "location": self.location,
+            "message": self.message,
+        }
+
+
+class IssueCollector:
+    """Collects every issue of one validator run over one candidate.
+
+    A small accumulator local to one validator call; what leaves it is an
+    immutable tuple. The bound applies later, when rendering.
+    """
+
+    __slots__ = ("validator", "_issues")
+
+    def __init__(self, validator: str) -> None:
+        self.validator = validator
+        self._issues: list[Issue] = []
+
+    def add(self, reason_code: str, location: str, message: str, correction: Correction | None) -> None:
+        self._issues.append(Issue(self.validator, reason_code, location, message, correction))
+
+    def issues(self) -> tuple[Issue, ...]:
+        return tuple(self._issues)
+
+
+def bound_issues(issues: Sequence[Issue], limit: int = MAX_ISSUES) -> tuple[tuple[Issue, ...], int]:
+    """The first ``limit`` distinct issues and how many were left out."""
+    unique = tuple(dict.fromkeys(issues))
+    return unique[:limit], max(0, len(unique) - limit)
+
+
+def operator_issue_records(issues: Sequence[Issue], limit: int = MAX_ISSUES) -> list[dict[str, str]]:
+    """Issues for the evaluations output, bounded with an explicit 'and N more' row."""
+    kept, omitted = bound_issues(issues, limit)
+    rows = [issue.as_record() for issue in kept]
+    if omitted:
+        rows.append(
+            {"validator": "bound", "reason_code": "more_issues", "location": "", "message": f"and {omitted} more issues"}
+        )
+    return rows
+
+
+def render_range(start: Any, end: Any) -> str:
+    """A cited range as a model reads it: "unit 40" or "units 40–44"."""
+    if start == end:
+        return f"unit {_unit_text(start)}"
+    return f"units {_unit_text(start)}–{_unit_text(end)}"
+
+
+def render_ranges(ranges: Iterable[tuple[Any, Any]], limit: int = 3) -> str:
+    """Several cited ranges, de-duplicated and bounded: "units 4–6, unit 9 and 2 more ranges"."""
+    texts = list(dict.fromkeys(render_range(s, e) for s, e in ranges))
+    shown = ", ".join(texts[:limit])
+    more = len(texts) - limit
+    return shown + (f" and {more} more range{'s' if more != 1 else ''}" if more > 0 else "")
+
+
+def _unit_text(value: Any) -> str:
+    if type(value) is int:
+        return str(value)
+    return quote_name(str(value), limit=20)
+
+
+_CONTROL_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def quote_name(value: Any, limit: int = MAX_QUOTED_NAME_CHARS) -> str:
+    """Quote model-supplied text for guidance: one line, no control characters,
+    capped length, wrapped in double quotes that the text itself cannot close."""
+    text = "" if value is None else str(value)
+    cleaned = "".join(" " if unicodedata.category(ch) in _CONTROL_CATEGORIES else ch for ch in text)
+    cleaned = re.sub(r"\s+", " ", cleaned).strip().replace('"', "'").replace("`", "'")
+    if len(cleaned) > limit:
+        cleaned = cleaned[: limit - 1].rstrip() + "…"
+    return f'"{cleaned}"' if cleaned else "(blank)"
+
+
+def render_guidance(issues: Sequence[Issue], opening: str = GUIDANCE_OPENING) -> str:
+    """Render the model-facing corrections of ``issues`` into one bounded text.
+
+    Deterministic: the same issues give the same bytes. Records are grouped in
+    first-seen order; an identical instruction given for several records is
+    written once, naming all of them. Operator-only issues are skipped.
+    """
+    corrections = [issue.correction for issue in issues if issue.correction is not None]
+    # Group identical (problem, fix) instructions; keep first-seen order.
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in dict.fromkeys(corrections):
+        label = f"{c.subject} ({c.cited})" if c.cited else c.subject
+        subjects = groups.setdefault((c.problem, c.fix), [])
+        if label not in subjects:
+            subjects.append(label)
+    lines = [_correction_line(subjects, problem, fix) for (problem, fix), subjects in groups.items()]
+    kept, omitted = lines[:MAX_ISSUES], max(0, len(lines) - MAX_ISSUES)
+
+    head = opening + "\n"
+    tail = "\n" + GUIDANCE_CLOSING
+    body: list[str] = []
+    used = len(head) + len(tail)
+    for line in kept:
+        more_line = _more_line(len(kept) - len(body) + omitted)
+        if used + len(line) + 1 + len(more_line) + 1 > MAX_GUIDANCE_CHARS:
+            break
+        body.append(line)
+        used += len(line) + 1
+    omitted += len(kept) - len(body)
+    if omitted:
+        body.append(_more_line(omitted))
+    return head + "\n".join(body) + tail
+
+
+def _correction_line(subjects: list[str], problem: str, fix: str) -> str:
+    who = subjects[0] if len(subjects) == 1 else "; ".join(subjects)
+    return f"- {who}: {problem} {fix}".rstrip()
+
+
+def _more_line(count: int) -> str:
+    return f"- …and {count} more problem{'s' if count != 1 else ''} of the kinds above; fix those too."

@@ -1,0 +1,370 @@
+"""The per-source entry point: everything the job decides about one source.
+
+``process_source`` takes the raw transcript record(s) and raw candidate
+records that share a ``source_id`` and returns every output row for them:
+artifacts, retry requests, evaluations, dead letters, and counts for the
+manifest. It is pure (same input -> same output, whatever the order the
+records arrived in), so any runner may call it, retry it, or call it in a
+plain loop.
+
+Order within a source: chunk registries, then occurrences (membership sees the
+registries accepted in this run), then the rest (SPEC §4, §6).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+
+from domain.assets import current_fingerprints
+from domain.evaluate import CandidateResult, evaluate_response
+from domain.families import FAMILIES
+from domain.families.base import ROLE_ORDER, EvaluationContext, FamilySpec, RegistryView, fold_name
+from domain.issues import Correction, Issue, operator_issue_records, render_guidance
+from domain.source import Transcript, TranscriptError, parse_transcript
+
+SCHEMA_VERSION = "v1"
+SOURCE_CHUNK = "*"  # chunk id of source-level families (reconciliations)
+
+INPUT_TRANSCRIPTS = "transcripts"
+INPUT_CANDIDATES = "candidates"
+
+VERDICT_ACCEPTED = "accepted"
+VERDICT_SUPERSEDED = "superseded"
+VERDICT_REJECTED = "rejected"
+VERDICT_DEFERRED = "deferred"
+
+OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    max_attempts: int = 3
+    # None: every family. Candidates of known families outside the set are counted as filtered.
+    families: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    artifacts: tuple[dict, ...] = ()
+    retry_requests: tuple[dict, ...] = ()
+    evaluations: tuple[dict, ...] = ()
+    dead_letters: tuple[dict, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+# --- dead letters and counters (shared with the reading step) ----------------------------
+
+def dead_letter(input_name: str, reason: str, payload: bytes) -> dict:
+    """A dead letter row; the payload keeps the original bytes (base64 when not UTF-8)."""
+    try:
+        text, encoding = payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
+    return {"input": input_name, "reason": reason, "payload": text, "payload_encoding": encoding}
+
+
+def count_key(*parts: str) -> str:
+    return "/".join(parts)
+
+
+# --- candidate envelope ---------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    candidate_id: str
+    family: str
+    source_id: str
+    chunk_id: str
+    attempt: int
+    producer: Mapping[str, Any]
+    prompt_fingerprint: str
+    schema_fingerprint: str
+    raw_response: str
+    received_at: str
+    line: bytes  # the original record bytes, for dead letters
+
+
+_ENVELOPE_STRINGS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint",
+                     "schema_fingerprint", "raw_response", "received_at")
+
+
+class EnvelopeError(ValueError):
+    pass
+
+
+def parse_candidate(line: bytes) -> Candidate:
+    """Decode and check a raw model-candidate record (SPEC §3.2)."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        raise EnvelopeError("candidate record is not valid JSON") from None
+    if not isinstance(record, dict):
+        raise EnvelopeError(f"candidate record is a JSON {type(record).__name__}, expected an object")
+    for key in _ENVELOPE_STRINGS:
+        value = record.get(key)
+        if not isinstance(value, str):
+            raise EnvelopeError(f"candidate field '{key}' is missing or not a string")
+    for key in ("candidate_id", "family", "source_id", "chunk_id"):
+        if not record[key].strip():
+            raise EnvelopeError(f"candidate field '{key}' is blank")
+    attempt = record.get("attempt")
+    if type(attempt) is not int or attempt < 1:
+        raise EnvelopeError(f"candidate attempt {attempt!r} is not a positive integer")
+    producer = record.get("producer")
+    if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
+        raise EnvelopeError("candidate producer must be an object with string 'provider' and 'model'")
+    return Candidate(
+        record["candidate_id"], record["family"], record["source_id"], record["chunk_id"], attempt,
+        {"provider": producer["provider"], "model": producer["model"]}, record["prompt_fingerprint"],
+        record["schema_fingerprint"], record["raw_response"], record["received_at"], line,
+    )
+
+
+# --- the entry point --------------------------------------------------------------------
+
+def process_source(
+    source_id: str,
+    transcript_lines: Sequence[bytes],
+    candidate_lines: Sequence[bytes],
+    config: RunConfig = RunConfig(),
+) -> SourceResult:
+    counts: Counter[str] = Counter()
+    dead: list[dict] = []
+
+    transcript, reject_reason = _resolve_transcript(source_id, transcript_lines, dead, counts)
+    candidates = _admit_candidates(source_id, transcript, reject_reason, candidate_lines, config, dead, counts)
+    if transcript is None:
+        return SourceResult(dead_letters=tuple(dead), counts=dict(counts))
+
+    slots: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    for cand in candidates:
+        slots[(cand.family, cand.chunk_id)].append(cand)
+
+    decider = _SlotDecider(transcript, config, counts)
+    for family_key, chunk_id in sorted(slots, key=lambda s: (ROLE_ORDER.index(FAMILIES[s[0]].role), s[0], s[1])):
+        decider.decide(FAMILIES[family_key], chunk_id, slots[(family_key, chunk_id)])
+
+    return SourceResult(
+        artifacts=tuple(decider.artifacts),
+        retry_requests=tuple(decider.retry_requests),
+        evaluations=tuple(decider.evaluations),
+        dead_letters=tuple(dead),
+        counts=dict(counts),
+    )
+
+
+def _resolve_transcript(
+    source_id: str, lines: Sequence[bytes], dead: list[dict], counts: Counter
+) -> tuple[Transcript | None, str | None]:
+    """The one usable transcript of the source, or None and why not."""
+    if not lines:
+        return None, f"unknown source: no transcript with source_id {source_id!r}"
+    distinct = sorted(set(lines))
+    if len(distinct) > 1:
+        for line in sorted(lines):
+            _dead(dead, counts, INPUT_TRANSCRIPTS, f"conflicting transcript records share source_id {source_id!r}", line)
+        return None, f"unknown source: the transcripts for source_id {source_id!r} conflict"
+    for line in lines[1:]:
+        _dead(dead, counts, INPUT_TRANSCRIPTS,
+              f"duplicate transcript record for source {source_id!r} (an identical copy was kept)", line)
+    try:
+        transcript = parse_transcript(distinct[0])
+    except TranscriptError as exc:
+        _dead(dead, counts, INPUT_TRANSCRIPTS, str(exc), distinct[0])
+        return None, f"unknown source: the transcript for source_id {source_id!r} was rejected ({exc})"
+    if transcript.source_id != source_id:
+        _dead(dead, counts, INPUT_TRANSCRIPTS, "transcript source_id does not match its key", distinct[0])
+        return None, f"unknown source: no usable transcript for source_id {source_id!r}"
+    counts["transcripts_ok"] += 1
+    return transcript, None
+
+
+def _admit_candidates(
+    source_id: str,
+    transcript: Transcript | None,
+    reject_reason: str | None,
+    lines: Sequence[bytes],
+    config: RunConfig,
+    dead: list[dict],
+    counts: Counter,
+) -> list[Candidate]:
+    """Parse candidate envelopes; dead-letter or filter what cannot be evaluated."""
+    parsed: list[Candidate] = []
+    for line in lines:
+        try:
+            parsed.append(parse_candidate(line))
+        except EnvelopeError as exc:
+            _dead(dead, counts, INPUT_CANDIDATES, str(exc), line)
+
+    # Duplicate candidate ids: keep the record received first (then the smallest bytes).
+    by_id: dict[str, list[Candidate]] = defaultdict(list)
+    for cand in parsed:
+        by_id[cand.candidate_id].append(cand)
+    admitted: list[Candidate] = []
+    for cid in sorted(by_id):
+        group = sorted(by_id[cid], key=lambda c: (c.received_at, c.line))
+        for dup in group[1:]:
+            _dead(dead, counts, INPUT_CANDIDATES,
+                  f"duplicate candidate_id {cid!r}: kept the record received first", dup.line)
+        cand = group[0]
+        spec = FAMILIES.get(cand.family)
+        if spec is None:
+            _dead(dead, counts, INPUT_CANDIDATES, f"unknown family {cand.family!r}", cand.line)
+        elif cand.source_id != source_id:
+            _dead(dead, counts, INPUT_CANDIDATES, "candidate source_id does not match its key", cand.line)
+        elif config.families is not None and cand.family not in config.families:
+            counts["filtered"] += 1
+        elif transcript is None:
+            _dead(dead, counts, INPUT_CANDIDATES, reject_reason or "unknown source", cand.line)
+        elif (problem := _chunk_problem(spec, transcript, cand.chunk_id)) is not None:
+            _dead(dead, counts, INPUT_CANDIDATES, problem, cand.line)
+        else:
+            admitted.append(cand)
+    return admitted
+
+
+def _chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> str | None:
+    if spec.chunk_kind == "source":
+        return None if chunk_id == SOURCE_CHUNK else f"family {spec.key} is source-level: chunk_id must be '*'"
+    chunk = transcript.chunk(chunk_id)
+    if chunk is None:
+        return f"unknown chunk {chunk_id!r} in source {transcript.source_id!r}"
+    if chunk.kind != spec.chunk_kind:
+        return f"chunk {chunk_id!r} is a {chunk.kind} chunk; family {spec.key} reads {spec.chunk_kind} chunks"
+    return None
+
+
+def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:
+    dead.append(dead_letter(input_name, reason, line))
+    counts[count_key("dead_letters", input_name)] += 1
+
+
+# --- slot decisions ------------------------------------------------------------------------
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+class _SlotDecider:
+    """Decides slots of one source in role order, remembering accepted registries."""
+
+    def __init__(self, transcript: Transcript, config: RunConfig, counts: Counter) -> None:
+        self.transcript = transcript
+        self.config = config
+        self.counts = counts
+        self.registry_names: dict[str, set[str]] = defaultdict(set)
+        self.registry_accepted: set[str] = set()
+        self.artifacts: list[dict] = []
+        self.retry_requests: list[dict] = []
+        self.evaluations: list[dict] = []
+
+    def decide(self, spec: FamilySpec, chunk_id: str, attempts: list[Candidate]) -> None:
+        attempts = sorted(attempts, key=lambda c: (c.attempt, c.candidate_id))
+        prompt_fp, schema_fp = current_fingerprints(spec.key)
+        for cand in attempts:
+            self.counts["evaluations"] += 1
+            if cand.prompt_fingerprint != prompt_fp or cand.schema_fingerprint != schema_fp:
+                self.counts[count_key("outcome", spec.key, "stale")] += 1
+
+        registry: RegistryView | None = None
+        if spec.needs_registry:
+            if spec.registry_kind not in self.registry_accepted:
+                for cand in attempts:
+                    self._evaluation(cand, VERDICT_DEFERRED, ())
+                self.counts[count_key("outcome", spec.key, "deferred")] += 1
+                return
+            registry = RegistryView(spec.registry_kind, frozenset(self.registry_names[spec.registry_kind]))
+
+        ctx = EvaluationContext(self.transcript, self.transcript.chunk(chunk_id), registry)
+        results = [(cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
+        accepted = next(((c, r) for c, r in results if r.passed), None)
+        for cand, result in results:
+            if accepted is not None and cand is accepted[0]:
+                verdict = VERDICT_ACCEPTED
+            elif result.passed:
+                verdict = VERDICT_SUPERSEDED
+                self.counts[count_key("outcome", spec.key, "superseded")] += 1
+            else:
+                verdict = VERDICT_REJECTED
+            self._evaluation(cand, verdict, result.issues)
+
+        if accepted is not None:
+            self.counts[count_key("outcome", spec.key, "accepted")] += 1
+            self._accept(spec, chunk_id, *accepted)
+            return
+        latest, latest_result = results[-1]
+        if latest.attempt < self.config.max_attempts:
+            self.counts[count_key("outcome", spec.key, "retry")] += 1
+            self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
+        else:
+            self.counts[count_key("outcome", spec.key, "exhausted")] += 1
+
+    def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue]) -> None:
+        self.evaluations.append({
+            "candidate_id": cand.candidate_id,
+            "family": cand.family,
+            "source_id": cand.source_id,
+            "chunk_id": cand.chunk_id,
+            "attempt": cand.attempt,
+            "verdict": verdict,
+            "issues": operator_issue_records(tuple(issues)),
+        })
+
+    def _accept(self, spec: FamilySpec, chunk_id: str, cand: Candidate, result: CandidateResult) -> None:
+        adapted = result.adapted
+        assert adapted is not None  # a passing result always has its typed candidate
+        if spec.provides_registry and spec.registry_names is not None:
+            self.registry_accepted.add(spec.registry_kind)
+            names = self.registry_names[spec.registry_kind]
+            for record in adapted.records:
+                names.update(fold_name(n) for n in spec.registry_names(record) if n.strip())
+        raw_sha = hashlib.sha256(cand.raw_response.encode("utf-8", "surrogatepass")).hexdigest()
+        policy = spec.validator_policy_fingerprint()
+        self.artifacts.append({
+            "artifact_id": "a-" + _sha(spec.key, cand.source_id, chunk_id, cand.candidate_id, raw_sha, policy)[:32],
+            "family": spec.key,
+            "schema_version": SCHEMA_VERSION,
+            "source_id": cand.source_id,
+            "chunk_id": chunk_id,
+            "records": [spec.durable_record(record) for record in adapted.records],
+            "earliest_evidence_unit_id": adapted.earliest_evidence_unit_id,
+            "provenance": {
+                "candidate_id": cand.candidate_id,
+                "attempt": cand.attempt,
+                "producer": dict(cand.producer),
+                "prompt_fingerprint": cand.prompt_fingerprint,
+                "schema_fingerprint": cand.schema_fingerprint,
+                "raw_response": cand.raw_response,
+                "raw_response_sha256": raw_sha,
+            },
+            "validator_policy_fingerprint": policy,
+        })
+
+    def _retry_request(
+        self, spec: FamilySpec, chunk_id: str, latest: Candidate, result: CandidateResult, prompt_fp: str, schema_fp: str
+    ) -> dict:
+        issues = result.issues
+        if not any(issue.correction is not None for issue in issues):
+            # Only operator-side findings: speak of the response the producer controls, nothing else.
+            issues = issues + (Issue("fallback", "resubmit", "", "", Correction(
+                "The response", "", "It could not be turned into a valid result.",
+                "Produce it again from the excerpt, following the response shape and citing evidence inside the excerpt.")),)
+        next_attempt = latest.attempt + 1
+        return {
+            "request_id": "r-" + _sha(spec.key, latest.source_id, chunk_id, latest.candidate_id, str(next_attempt))[:32],
+            "family": spec.key,
+            "source_id": latest.source_id,
+            "chunk_id": chunk_id,
+            "candidate_id": latest.candidate_id,
+            "attempt": next_attempt,
+            "correction_guidance": render_guidance(issues),
+            "prompt_fingerprint": prompt_fp,
+            "schema_fingerprint": schema_fp,
+            "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
+        }

@@ -1,0 +1,193 @@
+"""Derive a family's durable v1 contract (JSON Schema and Avro) from its LLM schema.
+
+The durable artifact record (SPEC §6) is the same for every family except its
+``records``, which are the response records with each evidence item extended
+by ``source_id``. Writing that envelope by hand ten times invites drift, so
+the files under ``assets/`` are generated here and a test checks they are
+current. Run ``python -m domain.schemagen`` after changing an LLM schema.
+
+The generated files are the contract: readers need nothing from this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
+
+DURABLE_EVIDENCE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["source_id", "start_unit_id", "end_unit_id"],
+    "properties": {
+        "source_id": {"type": "string"},
+        "start_unit_id": {"type": "integer"},
+        "end_unit_id": {"type": "integer"},
+    },
+}
+
+
+def durable_record_schema(llm_schema: dict, list_field: str) -> dict:
+    item = copy.deepcopy(llm_schema["properties"][list_field]["items"])
+    evidence = item.get("properties", {}).get("evidence")
+    if evidence is not None:
+        evidence["items"] = copy.deepcopy(DURABLE_EVIDENCE)
+    return item
+
+
+def durable_json_schema(family: str, record_schema: dict) -> dict:
+    def string(pattern: str | None = None) -> dict:
+        return {"type": "string", **({"pattern": pattern} if pattern else {})}
+
+    provenance = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["candidate_id", "attempt", "producer", "prompt_fingerprint", "schema_fingerprint",
+                     "raw_response", "raw_response_sha256"],
+        "properties": {
+            "candidate_id": string(),
+            "attempt": {"type": "integer", "minimum": 1},
+            "producer": {
+                "type": "object", "additionalProperties": False, "required": ["provider", "model"],
+                "properties": {"provider": string(), "model": string()},
+            },
+            "prompt_fingerprint": string(),
+            "schema_fingerprint": string(),
+            "raw_response": {"type": "string", "description": "The provider's response, byte for byte."},
+            "raw_response_sha256": string("^[0-9a-f]{64}$"),
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://notarius.example/schemas/dnd/{family}/dnd_{family.replace('-', '_')}.v1.json",
+        "title": f"D&D {family} canonical artifact (durable, v1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["artifact_id", "family", "schema_version", "source_id", "chunk_id", "records",
+                     "earliest_evidence_unit_id", "provenance", "validator_policy_fingerprint"],
+        "properties": {
+            "artifact_id": string("^a-[0-9a-f]{32}$"),
+            "family": {"const": family},
+            "schema_version": {"const": "v1"},
+            "source_id": string(),
+            "chunk_id": string(),
+            "records": {"type": "array", "items": record_schema,
+                        "description": "Records in earliest-evidence order; evidence sorted by document position."},
+            "earliest_evidence_unit_id": {"type": ["integer", "null"]},
+            "provenance": provenance,
+            "validator_policy_fingerprint": string("^sha256:[0-9a-f]{64}$"),
+        },
+    }
+
+
+def _camel(text: str) -> str:
+    return "".join(part.capitalize() for part in text.replace("-", "_").split("_"))
+
+
+class _AvroNamer:
+    """Avro named types must be defined once and referenced by name afterwards."""
+
+    def __init__(self) -> None:
+        self.defined: set[str] = set()
+
+    def convert(self, schema: dict, name: str) -> Any:
+        types = schema.get("type")
+        if isinstance(types, list):
+            non_null = [t for t in types if t != "null"]
+            inner = self.convert({**schema, "type": non_null[0]}, name)
+            return ["null", inner] if "null" in types else inner
+        if "enum" in schema:
+            if name in self.defined:
+                return name
+            self.defined.add(name)
+            return {"type": "enum", "name": name, "symbols": list(schema["enum"])}
+        if types == "string":
+            return "string"
+        if types == "integer":
+            return "long"
+        if types == "boolean":
+            return "boolean"
+        if types == "array":
+            return {"type": "array", "items": self.convert(schema["items"], name + "Item")}
+        if types == "object":
+            if name in self.defined:
+                return name
+            self.defined.add(name)
+            return {
+                "type": "record",
+                "name": name,
+                "fields": [{"name": key, "type": self.convert(sub, name + _camel(key))}
+                           for key, sub in schema["properties"].items()],
+            }
+        raise ValueError(f"no Avro mapping for {schema!r}")
+
+
+def durable_avro_schema(family: str, record_schema: dict) -> dict:
+    prefix = _camel(family)
+    namer = _AvroNamer()
+    record_schema = copy.deepcopy(record_schema)
+    evidence = record_schema.get("properties", {}).get("evidence")
+    records_type = namer.convert(record_schema, f"{prefix}Record")
+    if evidence is not None:
+        # Rename the nested evidence record to a stable, readable name.
+        for fld in records_type["fields"]:
+            if fld["name"] == "evidence":
+                fld["type"]["items"]["name"] = "EvidenceRef"
+    return {
+        "type": "record",
+        "name": f"{prefix}ArtifactV1",
+        "namespace": f"notarius.dnd.{family.replace('-', '_')}",
+        "doc": f"Canonical {family} artifact, durable contract v1 (SPEC §6).",
+        "fields": [
+            {"name": "artifact_id", "type": "string"},
+            {"name": "family", "type": "string"},
+            {"name": "schema_version", "type": "string"},
+            {"name": "source_id", "type": "string"},
+            {"name": "chunk_id", "type": "string"},
+            {"name": "records", "type": {"type": "array", "items": records_type}},
+            {"name": "earliest_evidence_unit_id", "type": ["null", "long"]},
+            {"name": "provenance", "type": {
+                "type": "record", "name": "Provenance", "fields": [
+                    {"name": "candidate_id", "type": "string"},
+                    {"name": "attempt", "type": "long"},
+                    {"name": "producer", "type": {"type": "record", "name": "Producer", "fields": [
+                        {"name": "provider", "type": "string"}, {"name": "model", "type": "string"}]}},
+                    {"name": "prompt_fingerprint", "type": "string"},
+                    {"name": "schema_fingerprint", "type": "string"},
+                    {"name": "raw_response", "type": "string"},
+                    {"name": "raw_response_sha256", "type": "string"},
+                ]}},
+            {"name": "validator_policy_fingerprint", "type": "string"},
+        ],
+    }
+
+
+def generated_schemas(family: str, list_field: str, record_schema: dict | None = None) -> dict[str, bytes]:
+    """{asset path: bytes} of the durable JSON Schema and Avro schema of ``family``."""
+    if record_schema is None:
+        record_schema = durable_record_schema(load_json_asset(llm_schema_path(family)), list_field)
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    return {
+        durable_schema_path(family): orjson.dumps(durable_json_schema(family, record_schema), option=opts),
+        durable_avro_schema_path(family): orjson.dumps(durable_avro_schema(family, record_schema), option=opts),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from domain.families import FAMILIES
+
+    root = Path(__file__).resolve().parent.parent / "assets"
+    for spec in FAMILIES.values():
+        for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
+            (root / path).write_bytes(data)
+            print(f"wrote assets/{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,184 @@
+"""Source documents: transcripts, their units and chunks, and the document index.
+
+Document order is the order of ``units``. Unit ids are positive and unique but
+NOT ordered: edits and merges renumber, so nothing here (or anywhere) may
+assume a smaller id comes earlier. Every positional question goes through
+:class:`DocumentIndex`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+CHUNK_KINDS = ("extraction", "scene")
+
+
+class TranscriptError(ValueError):
+    """A transcript record that cannot be used. The message names the problem
+    in words an operator understands; the job turns it into a dead letter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    unit_id: int
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    chunk_id: str
+    kind: str
+    unit_ids: tuple[int, ...]
+    # Document positions of the members, sorted: containment of a span is then
+    # two binary searches instead of a walk over the span.
+    sorted_positions: tuple[int, ...] = field(repr=False, compare=False, default=())
+
+    @property
+    def first_unit_id(self) -> int:
+        return self.unit_ids[0]
+
+    @property
+    def last_unit_id(self) -> int:
+        return self.unit_ids[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentIndex:
+    """unit_id -> document position, built once per source."""
+
+    source_id: str
+    positions: Mapping[int, int]
+    unit_ids_in_order: tuple[int, ...]
+
+    @classmethod
+    def of(cls, source_id: str, unit_ids: Sequence[int]) -> "DocumentIndex":
+        return cls(source_id, {uid: pos for pos, uid in enumerate(unit_ids)}, tuple(unit_ids))
+
+    def position(self, unit_id: Any) -> int | None:
+        """Document position of ``unit_id``; None when it does not resolve."""
+        if type(unit_id) is not int:  # bool is an int subclass and never a unit id
+            return None
+        return self.positions.get(unit_id)
+
+    def __contains__(self, unit_id: object) -> bool:
+        return self.position(unit_id) is not None
+
+    def __len__(self) -> int:
+        return len(self.unit_ids_in_order)
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    source_id: str
+    units: tuple[Unit, ...]
+    chunks: Mapping[str, Chunk]
+    index: DocumentIndex = field(repr=False, compare=False)
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        return self.chunks.get(chunk_id)
+
+    def unit(self, unit_id: int) -> Unit | None:
+        pos = self.index.position(unit_id)
+        return None if pos is None else self.units[pos]
+
+
+def chunk_contains_positions(chunk: Chunk, first: int, last: int) -> bool:
+    """True when every document position in [first, last] belongs to ``chunk``.
+
+    Members are distinct, so the span is covered exactly when the number of
+    member positions inside it equals its length.
+    """
+    positions = chunk.sorted_positions
+    lo = bisect_left(positions, first)
+    hi = bisect_left(positions, last + 1)
+    return hi - lo == last - first + 1
+
+
+def _require(record: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in record:
+        raise TranscriptError(f"{where} is missing the field '{key}'")
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise TranscriptError(f"{where} has '{key}' of type {type(value).__name__}, expected {expected}")
+    return value
+
+
+def transcript_from_record(record: Any) -> Transcript:
+    """Build a :class:`Transcript` from a decoded transcript record (SPEC §3.1).
+
+    Raises :class:`TranscriptError` naming the first problem found.
+    """
+    if not isinstance(record, dict):
+        raise TranscriptError(f"transcript record is a JSON {type(record).__name__}, expected an object")
+    source_id = _require(record, "source_id", str, "transcript")
+    if not source_id.strip():
+        raise TranscriptError("transcript has a blank 'source_id'")
+    where = f"transcript {source_id!r}"
+    raw_units = _require(record, "units", list, where)
+    raw_chunks = _require(record, "chunks", list, where)
+    if not raw_units:
+        raise TranscriptError(f"{where} has no units")
+
+    units: list[Unit] = []
+    seen: set[int] = set()
+    for n, raw in enumerate(raw_units, start=1):
+        unit_where = f"{where} unit #{n}"
+        if not isinstance(raw, dict):
+            raise TranscriptError(f"{unit_where} is not an object")
+        uid = _require(raw, "unit_id", int, unit_where)
+        if uid <= 0:
+            raise TranscriptError(f"{unit_where} has non-positive unit_id {uid}")
+        if uid in seen:
+            raise TranscriptError(f"{where} has duplicate unit_id {uid}")
+        seen.add(uid)
+        units.append(Unit(uid, _require(raw, "speaker", str, unit_where), _require(raw, "text", str, unit_where)))
+
+    index = DocumentIndex.of(source_id, [u.unit_id for u in units])
+    chunks: dict[str, Chunk] = {}
+    for n, raw in enumerate(raw_chunks, start=1):
+        chunk_where = f"{where} chunk #{n}"
+        if not isinstance(raw, dict):
+            raise TranscriptError(f"{chunk_where} is not an object")
+        chunk_id = _require(raw, "chunk_id", str, chunk_where)
+        chunk_where = f"{where} chunk {chunk_id!r}"
+        if not chunk_id.strip() or chunk_id == "*":
+            raise TranscriptError(f"{chunk_where} has a reserved or blank chunk_id")
+        if chunk_id in chunks:
+            raise TranscriptError(f"{where} has duplicate chunk_id {chunk_id!r}")
+        kind = _require(raw, "kind", str, chunk_where)
+        if kind not in CHUNK_KINDS:
+            raise TranscriptError(f"{chunk_where} has kind {kind!r}, expected one of {', '.join(CHUNK_KINDS)}")
+        member_ids = _require(raw, "unit_ids", list, chunk_where)
+        if not member_ids:
+            raise TranscriptError(f"{chunk_where} names no units")
+        positions = []
+        for uid in member_ids:
+            pos = index.position(uid)
+            if pos is None:
+                raise TranscriptError(f"{chunk_where} names unknown unit {uid!r}")
+            positions.append(pos)
+        if len(set(positions)) != len(positions):
+            raise TranscriptError(f"{chunk_where} names a unit twice")
+        chunks[chunk_id] = Chunk(chunk_id, kind, tuple(member_ids), tuple(sorted(positions)))
+    return Transcript(source_id, tuple(units), chunks, index)
+
+
+def parse_transcript(raw: bytes) -> Transcript:
+    """Decode one transcript JSON record. Raises :class:`TranscriptError`."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TranscriptError(f"transcript is not valid JSON ({_json_error_summary(exc)})") from None
+    return transcript_from_record(record)
+
+
+def _json_error_summary(exc: orjson.JSONDecodeError) -> str:
+    # orjson messages are short and stable ("unexpected end of data: line 1 column 9");
+    # operators see them, models never do.
+    return str(exc).split(":", 1)[0].strip() + f" at character {exc.pos}"
