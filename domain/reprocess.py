@@ -13,7 +13,6 @@ registries accepted in this run), then the rest (SPEC §4, §6).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from domain.assets import current_fingerprints
 from domain.evaluate import CandidateResult, evaluate_response
 from domain.families import FAMILIES
 from domain.families.base import ROLE_ORDER, EvaluationContext, FamilySpec, RegistryView, fold_name
+from domain.records import dead_letter_row
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.source import Transcript, TranscriptError, parse_transcript
 
@@ -60,17 +60,22 @@ class SourceResult:
 
 # --- dead letters and counters (shared with the reading step) ----------------------------
 
-def dead_letter(input_name: str, reason: str, payload: bytes) -> dict:
-    """A dead letter row; the payload keeps the original bytes (base64 when not UTF-8)."""
-    try:
-        text, encoding = payload.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-    return {"input": input_name, "reason": reason, "payload": text, "payload_encoding": encoding}
-
-
 def count_key(*parts: str) -> str:
     return "/".join(parts)
+
+
+OUTPUT_TAGS = ("artifacts", "retry_requests", "evaluations", "dead_letters")
+
+
+def process_source_groups(
+    config: RunConfig, source_id: str, grouped: Mapping[str, Sequence[bytes]]
+) -> tuple[dict[str, tuple[dict, ...]], Mapping[str, int]]:
+    """``process_source`` in the shape a per-key runner step wants: rows by output, counts."""
+    result = process_source(
+        source_id, grouped.get(INPUT_TRANSCRIPTS, ()), grouped.get(INPUT_CANDIDATES, ()), config
+    )
+    outputs = {tag: getattr(result, tag) for tag in OUTPUT_TAGS}
+    return outputs, result.counts
 
 
 # --- candidate envelope ---------------------------------------------------------------
@@ -241,7 +246,7 @@ def _chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> s
 
 
 def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:
-    dead.append(dead_letter(input_name, reason, line))
+    dead.append(dead_letter_row(input_name, reason, line))
     counts[count_key("dead_letters", input_name)] += 1
 
 

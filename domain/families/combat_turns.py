@@ -1,2 +1,136 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""combat-turns: the turns combatants take in an extraction chunk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from domain.evidence import SourceRef
+from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
+from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
+from domain.issues import Correction, Issue, IssueCollector, quote_name
+from domain.source import Transcript
+
+KEY = "combat-turns"
+LIST_FIELD = "turns"
+FIRST_ROUND = 1
+
+TurnKind = Literal[
+    "attack", "cast_spell", "move", "dash", "disengage", "dodge", "help", "hide", "ready", "use_object", "other"
+]
+TURN_KINDS: tuple[str, ...] = get_args(TurnKind)
+# Turn kinds that must name at least one target.
+TARGETED_KINDS: tuple[str, ...] = ("attack",)
+
+
+class TurnItem(StrictModel):
+    round: JsonInt
+    actor_name: str
+    turn_kind: TurnKind
+    target_names: tuple[str, ...]
+    evidence: EvidenceList
+
+
+class CombatTurnsResponse(StrictModel):
+    turns: tuple[TurnItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    round: int
+    actor_name: str
+    turn_kind: str
+    target_names: tuple[str, ...]
+    evidence: tuple[SourceRef, ...]
+
+
+def adapt(response: CombatTurnsResponse, transcript: Transcript) -> Adapted:
+    records = [
+        TurnRecord(item.round, item.actor_name, item.turn_kind, item.target_names,
+                   adapt_evidence(transcript, item.evidence))
+        for item in response.turns
+    ]
+    return order_records(transcript.index, records)
+
+
+def _number(value: int) -> str:
+    """A model-supplied number for guidance, bounded in length."""
+    text = str(value)
+    return text if len(text) <= 12 else "an out-of-range number"
+
+
+def _subject(actor_name: str | None, round_value: Any) -> str:
+    when = f" in round {_number(round_value)}" if type(round_value) is int else ""
+    if actor_name is not None and actor_name.strip():
+        return f"The turn of {quote_name(actor_name)}{when}"
+    return f"A turn{when} with a blank `actor_name`"
+
+
+def subject(record: TurnRecord) -> str:
+    return _subject(record.actor_name, record.round)
+
+
+def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    """Actor named, target names non-blank, round >= 1, an attack names a target - every defect, one pass."""
+    out = IssueCollector("combat_turns.shape")
+    for n, rec in enumerate(adapted.records):
+        who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence)
+        if not rec.actor_name.strip():
+            out.add("blank_actor_name", f"{where}.actor_name", "blank actor_name",
+                    Correction(who, ranges, "`actor_name` is blank.",
+                               "Name who takes the turn, as the transcript names them."))
+        if any(not name.strip() for name in rec.target_names):
+            out.add("blank_target_name", f"{where}.target_names", "blank entry in target_names",
+                    Correction(who, ranges, "`target_names` contains a blank name.",
+                               "Name each target as the transcript does and remove blank entries."))
+        if rec.round < FIRST_ROUND:
+            out.add("round_below_one", f"{where}.round", f"round {rec.round} < {FIRST_ROUND}",
+                    Correction(who, ranges, f"`round` is {_number(rec.round)}, but rounds are counted from 1.",
+                               "Give the combat round the turn belongs to: 1 for the first round, then 2, 3 and so on."))
+        if rec.turn_kind in TARGETED_KINDS and not any(name.strip() for name in rec.target_names):
+            out.add("attack_without_target", f"{where}.target_names",
+                    f"turn_kind {rec.turn_kind} with no non-blank target",
+                    Correction(who, ranges, f"It is an `{rec.turn_kind}` turn but `target_names` names nobody.",
+                               f"Name at least one target of the {rec.turn_kind} in `target_names`, or use the "
+                               f"`turn_kind` that fits when nobody is attacked."))
+    return out.issues()
+
+
+def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    out = IssueCollector("combat_turns.source_reference")
+    for n, rec in enumerate(adapted.records):
+        check_source_references(out, ctx, subject(rec), rec.evidence, f"{LIST_FIELD}[{n}]")
+    return out.issues()
+
+
+def durable_record(rec: TurnRecord) -> dict:
+    return {
+        "round": rec.round,
+        "actor_name": rec.actor_name,
+        "turn_kind": rec.turn_kind,
+        "target_names": list(rec.target_names),
+        "evidence": [ref.as_record() for ref in rec.evidence],
+    }
+
+
+def describe_raw_record(raw: Any) -> str | None:
+    actor = raw_text(raw, "actor_name")
+    if actor is None:
+        return None
+    return _subject(actor, raw.get("round"))
+
+
+SPEC = FamilySpec(
+    key=KEY,
+    role=ROLE_EXTRACTION,
+    chunk_kind="extraction",
+    response_model=CombatTurnsResponse,
+    list_field=LIST_FIELD,
+    policy_version="combat-turns-policy-1",
+    enums={"turn_kind": TURN_KINDS},
+    adapt=adapt,
+    validators=(validate_shape, validate_source_references),
+    durable_record=durable_record,
+    describe_raw_record=describe_raw_record,
+    policy_extras={"first_round": FIRST_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
+)

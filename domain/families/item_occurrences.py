@@ -1,2 +1,69 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""item-occurrences: what happens to known items in an extraction chunk (SPEC §4).
+
+``kind`` is one of acquired, used, transferred, lost, mentioned; ``item_name``
+must be a name or alias of the source's accepted item registry; an item that
+is acquired or transferred needs a holder (``holder_name`` non-null and
+non-blank). A holder given for another kind may be null but not blank text.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from domain.families.base import Adapted, EvaluationContext, EvidenceList, StrictModel
+from domain.families.common import cited
+from domain.families.occurrence_family import LIST_FIELD, OccurrenceFamily
+from domain.issues import Correction, Issue, IssueCollector
+
+KEY = "item-occurrences"
+
+ItemOccurrenceKind = Literal["acquired", "used", "transferred", "lost", "mentioned"]
+KINDS: tuple[str, ...] = get_args(ItemOccurrenceKind)
+# Kinds that only make sense with somebody holding the item afterwards.
+NEEDS_HOLDER: dict[str, str] = {
+    "acquired": "who acquires it",
+    "transferred": "who receives it",
+}
+
+
+class ItemOccurrence(StrictModel):
+    item_name: str
+    kind: ItemOccurrenceKind
+    holder_name: str | None
+    evidence: EvidenceList
+
+
+class ItemOccurrencesResponse(StrictModel):
+    occurrences: tuple[ItemOccurrence, ...]
+
+
+FAMILY = OccurrenceFamily(
+    key=KEY, registry_kind="item", noun="item", name_field="item_name", kinds=KINDS,
+    response_model=ItemOccurrencesResponse, has_holder=True,
+)
+
+
+def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    """acquired/transferred need a holder; a holder is never blank text - every record, one pass."""
+    out = IssueCollector(f"{KEY}.holder")
+    for n, rec in enumerate(adapted.records):
+        holder = rec.holder_name
+        if holder is not None and holder.strip():
+            continue
+        who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence)
+        missing = "null" if holder is None else "blank"
+        if rec.kind in NEEDS_HOLDER:
+            out.add("holder_required", where, f"kind {rec.kind} with {missing} holder_name",
+                    Correction(who, ranges,
+                               f"`holder_name` is {missing}, but an item that is {rec.kind} always has a holder.",
+                               f"Set `holder_name` to the name of {NEEDS_HOLDER[rec.kind]}, as the transcript "
+                               f"names them; if the excerpt does not say, use another `kind` or leave the "
+                               f"occurrence out."))
+        elif holder is not None:
+            out.add("blank_holder_name", where, "blank holder_name",
+                    Correction(who, ranges, "`holder_name` is blank text.",
+                               "Give the name of who holds the item, or null when the excerpt does not say."))
+    return out.issues()
+
+
+SPEC = FAMILY.spec(policy_version="item-occurrences-policy-1", extra_validators=(validate_holder,))

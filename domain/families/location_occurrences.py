@@ -1,2 +1,34 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""location-occurrences: where known locations figure in an extraction chunk (SPEC §4).
+
+``kind`` is one of visited, mentioned, departed; ``location_name`` must be a
+name or alias of the source's accepted location registry.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from domain.families.base import EvidenceList, StrictModel
+from domain.families.occurrence_family import OccurrenceFamily
+
+KEY = "location-occurrences"
+
+LocationOccurrenceKind = Literal["visited", "mentioned", "departed"]
+KINDS: tuple[str, ...] = get_args(LocationOccurrenceKind)
+
+
+class LocationOccurrence(StrictModel):
+    location_name: str
+    kind: LocationOccurrenceKind
+    evidence: EvidenceList
+
+
+class LocationOccurrencesResponse(StrictModel):
+    occurrences: tuple[LocationOccurrence, ...]
+
+
+FAMILY = OccurrenceFamily(
+    key=KEY, registry_kind="location", noun="location", name_field="location_name", kinds=KINDS,
+    response_model=LocationOccurrencesResponse,
+)
+SPEC = FAMILY.spec(policy_version="location-occurrences-policy-1")

@@ -1,2 +1,21 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""location-registry: the places of an extraction chunk (SPEC §4).
+
+Identity as npc-registry; the accepted registry feeds location-occurrences membership.
+"""
+
+from __future__ import annotations
+
+from domain.families.base import StrictModel
+from domain.families.registry_family import RegistryEntry, RegistryFamily
+
+KEY = "location-registry"
+
+
+class LocationRegistryResponse(StrictModel):
+    locations: tuple[RegistryEntry, ...]
+
+
+FAMILY = RegistryFamily(
+    key=KEY, kind="location", noun="location", list_field="locations", response_model=LocationRegistryResponse
+)
+SPEC = FAMILY.spec(policy_version="location-registry-policy-1")

@@ -1,2 +1,20 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""npc-registry: the non-player characters of an extraction chunk (SPEC §4).
+
+Names and aliases are non-blank and unique across entries after case and
+whitespace folding; the accepted registry feeds npc-occurrences membership.
+"""
+
+from __future__ import annotations
+
+from domain.families.base import StrictModel
+from domain.families.registry_family import RegistryEntry, RegistryFamily
+
+KEY = "npc-registry"
+
+
+class NpcRegistryResponse(StrictModel):
+    npcs: tuple[RegistryEntry, ...]
+
+
+FAMILY = RegistryFamily(key=KEY, kind="npc", noun="NPC", list_field="npcs", response_model=NpcRegistryResponse)
+SPEC = FAMILY.spec(policy_version="npc-registry-policy-1")

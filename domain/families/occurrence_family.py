@@ -1,0 +1,152 @@
+"""What the three occurrence families (NPCs, items, locations) share.
+
+An occurrence response is ``{"occurrences": [{"<name_field>", "kind", ...,
+"evidence"}]}``: one record per appearance of a registry member in the chunk.
+Common rules (SPEC §4): the name is non-blank, it names a member of the
+source's accepted registry of the same kind (``ctx.registry``, set by the
+engine; without one the candidate is deferred before validation), and every
+cited range lies inside the chunk. ``kind`` is a closed set, enforced by the
+LLM schema and the ``Literal`` of the response model alike.
+
+Item occurrences also carry ``holder_name``; the family module passes its own
+extra validators for what only it knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.evidence import SourceRef
+from domain.families.base import (
+    ROLE_OCCURRENCE,
+    Adapted,
+    EvaluationContext,
+    FamilySpec,
+    StrictModel,
+    Validator,
+)
+from domain.families.common import (
+    adapt_evidence,
+    check_membership,
+    check_source_references,
+    cited,
+    order_records,
+    raw_text,
+)
+from domain.issues import Correction, Issue, IssueCollector, quote_name
+from domain.source import Transcript
+
+LIST_FIELD = "occurrences"
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceRecord:
+    name: str
+    kind: str
+    # Only families whose response has ``holder_name`` (items) set it; None otherwise.
+    holder_name: str | None
+    evidence: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True)
+class OccurrenceFamily:
+    key: str  # "npc-occurrences"
+    registry_kind: str  # "npc"
+    noun: str  # "NPC"
+    name_field: str  # "npc_name"
+    kinds: tuple[str, ...]
+    response_model: type[StrictModel]
+    has_holder: bool = False
+
+    # --- naming -------------------------------------------------------------------
+
+    def subject(self, rec: OccurrenceRecord) -> str:
+        """'The "speaking" occurrence of the NPC "Grog"' (plus the holder for items)."""
+        head = f"The {quote_name(rec.kind)} occurrence"
+        if rec.name.strip():
+            text = f"{head} of the {self.noun} {quote_name(rec.name)}"
+        else:
+            text = f"{head} with a blank `{self.name_field}`"
+        if self.has_holder and rec.holder_name is not None and rec.holder_name.strip():
+            text += f" held by {quote_name(rec.holder_name)}"
+        return text
+
+    def describe_raw_record(self, raw: Any) -> str | None:
+        name = raw_text(raw, self.name_field)
+        if name is None:
+            return None
+        kind = raw_text(raw, "kind")
+        head = f"The {quote_name(kind)} occurrence" if kind in self.kinds else "An occurrence"
+        return f"{head} of the {self.noun} {quote_name(name)}"
+
+    # --- adaptation ----------------------------------------------------------------------
+
+    def adapt(self, response: StrictModel, transcript: Transcript) -> Adapted:
+        records = [
+            OccurrenceRecord(
+                getattr(item, self.name_field),
+                item.kind,
+                getattr(item, "holder_name", None) if self.has_holder else None,
+                adapt_evidence(transcript, item.evidence),
+            )
+            for item in getattr(response, LIST_FIELD)
+        ]
+        return order_records(transcript.index, records)
+
+    # --- validators ------------------------------------------------------------------------
+
+    def validate_shape(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+        """The name is non-blank - every record, one pass (holder rules belong to the item family)."""
+        out = IssueCollector(f"{self.key}.shape")
+        for n, rec in enumerate(adapted.records):
+            who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence)
+            if not rec.name.strip():
+                out.add(f"blank_{self.name_field}", f"{where}.{self.name_field}", f"blank {self.name_field}",
+                        Correction(who, ranges, f"`{self.name_field}` is blank.",
+                                   f"Give the name of the {self.noun} exactly as the list of known "
+                                   f"{self.noun}s spells it, or one of its aliases."))
+        return out.issues()
+
+    def validate_membership(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+        """Every occurrence names a known member of the accepted registry (folded, aliases count)."""
+        out = IssueCollector(f"{self.key}.membership")
+        for n, rec in enumerate(adapted.records):
+            if not rec.name.strip():
+                continue  # a blank name is reported once, by the shape validator
+            check_membership(out, ctx, self.noun, self.subject(rec), rec.name,
+                             f"{LIST_FIELD}[{n}].{self.name_field}", rec.evidence)
+        return out.issues()
+
+    def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+        out = IssueCollector(f"{self.key}.source_reference")
+        for n, rec in enumerate(adapted.records):
+            check_source_references(out, ctx, self.subject(rec), rec.evidence, f"{LIST_FIELD}[{n}]")
+        return out.issues()
+
+    # --- outputs ---------------------------------------------------------------------------
+
+    def durable_record(self, rec: OccurrenceRecord) -> dict:
+        record: dict[str, Any] = {self.name_field: rec.name, "kind": rec.kind}
+        if self.has_holder:
+            record["holder_name"] = rec.holder_name
+        record["evidence"] = [ref.as_record() for ref in rec.evidence]
+        return record
+
+    def spec(self, policy_version: str, extra_validators: tuple[Validator, ...] = ()) -> FamilySpec:
+        return FamilySpec(
+            key=self.key,
+            role=ROLE_OCCURRENCE,
+            chunk_kind="extraction",
+            response_model=self.response_model,
+            list_field=LIST_FIELD,
+            policy_version=policy_version,
+            enums={"kind": self.kinds},
+            adapt=self.adapt,
+            validators=(self.validate_shape, self.validate_membership, *extra_validators,
+                        self.validate_source_references),
+            durable_record=self.durable_record,
+            describe_raw_record=self.describe_raw_record,
+            registry_kind=self.registry_kind,
+        )
+

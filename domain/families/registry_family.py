@@ -1,0 +1,151 @@
+"""What the three per-chunk registries (NPCs, items, locations) share.
+
+Each registry response is ``{"<list_field>": [{"name", "aliases", "description",
+"evidence"}]}``; the rules are the same for all three (SPEC §4): names and
+aliases non-blank and unique across entries after case and whitespace
+folding, and every cited range inside the chunk. A family module declares its
+response model (the top-level field differs) and its nouns, and gets its
+:class:`FamilySpec` from :func:`registry_spec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.evidence import SourceRef
+from domain.families.base import (
+    ROLE_REGISTRY,
+    Adapted,
+    EvaluationContext,
+    EvidenceList,
+    FamilySpec,
+    StrictModel,
+)
+from domain.families.common import (
+    adapt_evidence,
+    check_registry_identity,
+    check_source_references,
+    cited,
+    order_records,
+    raw_text,
+)
+from domain.issues import Issue, IssueCollector, quote_name
+from domain.source import Transcript
+
+
+class RegistryEntry(StrictModel):
+    """One entry of a per-chunk registry response (all three kinds)."""
+
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    evidence: EvidenceList
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryRecord:
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    evidence: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True)
+class RegistryFamily:
+    """One registry family: its key, the kind of registry it provides and its words."""
+
+    key: str  # "npc-registry"
+    kind: str  # registry kind: "npc"
+    noun: str  # how guidance names one entry: "NPC"
+    list_field: str  # "npcs"
+    response_model: type[StrictModel]
+
+    # --- naming -------------------------------------------------------------------
+
+    def subject(self, rec: RegistryRecord) -> str:
+        """The record as the model knows it: 'The NPC "Grog"'."""
+        if rec.name.strip():
+            return f"The {self.noun} {quote_name(rec.name)}"
+        return f"The {self.noun} with a blank `name`"
+
+    def describe_raw_record(self, raw: Any) -> str | None:
+        name = raw_text(raw, "name")
+        return None if name is None else f"The {self.noun} {quote_name(name)}"
+
+    # --- adaptation -------------------------------------------------------------------
+
+    def adapt(self, response: StrictModel, transcript: Transcript) -> Adapted:
+        entries: tuple[RegistryEntry, ...] = getattr(response, self.list_field)
+        records = [
+            RegistryRecord(e.name, e.aliases, e.description, adapt_evidence(transcript, e.evidence))
+            for e in entries
+        ]
+        return order_records(transcript.index, records)
+
+    # --- validators ---------------------------------------------------------------------
+
+    def validate_identity(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+        """Names and aliases non-blank and unique across entries (folded) - every clash, one pass."""
+        out = IssueCollector(f"{self.key}.identity")
+        check_registry_identity(out, self.noun, self._identity_subjects(adapted.records), self.list_field)
+        return out.issues()
+
+    def _identity_subjects(self, records: tuple[RegistryRecord, ...]) -> list[tuple[str, str, tuple[str, ...]]]:
+        # The identity helper tells entries apart by their subject text and names the
+        # other entry of a clash by it, so each subject carries the cited range and is
+        # unique: an exact repeat of an entry (same name, same range) is still reported.
+        seen: set[str] = set()
+        rows = []
+        for rec in records:
+            ranges = cited(rec.evidence)
+            label = f"{self.subject(rec)} ({ranges})"
+            if label in seen:
+                label = f"Another {self.noun} entry {quote_name(rec.name)} ({ranges})"
+            seen.add(label)
+            rows.append((label, rec.name, rec.aliases))
+        return rows
+
+    def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+        out = IssueCollector(f"{self.key}.source_reference")
+        for n, rec in enumerate(adapted.records):
+            check_source_references(out, ctx, self.subject(rec), rec.evidence, f"{self.list_field}[{n}]")
+        return out.issues()
+
+    # --- outputs ----------------------------------------------------------------------------
+
+    @staticmethod
+    def durable_record(rec: RegistryRecord) -> dict:
+        return {
+            "name": rec.name,
+            "aliases": list(rec.aliases),
+            "description": rec.description,
+            "evidence": [ref.as_record() for ref in rec.evidence],
+        }
+
+    @staticmethod
+    def registry_names(rec: RegistryRecord) -> tuple[str, ...]:
+        return (rec.name, *rec.aliases)
+
+    def spec(self, policy_version: str) -> FamilySpec:
+        return FamilySpec(
+            key=self.key,
+            role=ROLE_REGISTRY,
+            chunk_kind="extraction",
+            response_model=self.response_model,
+            list_field=self.list_field,
+            policy_version=policy_version,
+            enums={},
+            adapt=self.adapt,
+            validators=(self.validate_identity, self.validate_source_references),
+            durable_record=self.durable_record,
+            describe_raw_record=self.describe_raw_record,
+            registry_kind=self.kind,
+            registry_names=self.registry_names,
+        )
+
+
+def registry_spec(
+    key: str, kind: str, noun: str, list_field: str, response_model: type[StrictModel], policy_version: str
+) -> FamilySpec:
+    return RegistryFamily(key, kind, noun, list_field, response_model).spec(policy_version)

@@ -1,0 +1,61 @@
+"""The run manifest (SPEC §6): counts, outcomes, conservation, fingerprints."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from domain.assets import current_fingerprints
+from domain.families import FAMILIES
+
+OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
+
+
+def current_asset_fingerprints() -> dict[str, dict[str, str]]:
+    out = {}
+    for key, spec in sorted(FAMILIES.items()):
+        prompt, schema = current_fingerprints(key)
+        out[key] = {"prompt": prompt, "llm_schema": schema, "validator_policy": spec.validator_policy_fingerprint()}
+    return out
+
+
+def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], runner: str) -> dict:
+    def n(name: str) -> int:
+        return int(counts.get(name, 0))
+
+    outcomes = {
+        family: {outcome: n(f"outcome/{family}/{outcome}") for outcome in OUTCOMES} for family in sorted(FAMILIES)
+    }
+    candidates_in, evaluations = n("candidates_in"), n("evaluations")
+    candidate_dead, filtered = n("dead_letters/candidates"), n("filtered")
+    transcripts_in, transcripts_ok, transcript_dead = n("transcripts_in"), n("transcripts_ok"), n("dead_letters/transcripts")
+    return {
+        "inputs": {
+            "transcripts": transcripts_in,
+            "candidates": candidates_in,
+            "blank_lines_skipped": {"transcripts": n("blank_lines/transcripts"), "candidates": n("blank_lines/candidates")},
+        },
+        "outcomes": outcomes,
+        "totals": {outcome: sum(f[outcome] for f in outcomes.values()) for outcome in OUTCOMES},
+        "outputs": {
+            "artifacts": sum(f["accepted"] for f in outcomes.values()),
+            "retry_requests": sum(f["retry"] for f in outcomes.values()),
+            "evaluations": evaluations,
+            "dead_letters": candidate_dead + transcript_dead,
+        },
+        "conservation": {
+            "candidates_in": candidates_in,
+            "evaluations": evaluations,
+            "dead_letters": candidate_dead,
+            "filtered": filtered,
+            "holds": candidates_in == evaluations + candidate_dead + filtered,
+        },
+        "transcript_conservation": {
+            "transcripts_in": transcripts_in,
+            "usable": transcripts_ok,
+            "dead_letters": transcript_dead,
+            "holds": transcripts_in == transcripts_ok + transcript_dead,
+        },
+        "fingerprints": current_asset_fingerprints(),
+        "options": dict(options),
+        "runner": runner,
+    }

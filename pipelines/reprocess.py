@@ -1,0 +1,133 @@
+"""The reprocess job: ``python -m pipelines.reprocess --transcripts G --candidates G --output DIR``.
+
+Reads the archive, joins candidates to transcripts by source, decides every
+slot with the domain entry point, writes every output and the manifest, and
+prints a summary. Exits non-zero only when the job fails or conservation does
+not hold - never because candidates were rejected.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Sequence
+
+import apache_beam as beam
+import orjson
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from domain.assets import durable_avro_schema_path, load_json_asset
+from domain.families import FAMILIES
+from domain.manifest import build_manifest
+from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
+from pipelines.options import ReprocessOptions
+from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.read import COUNTS as READ_COUNTS
+from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
+from transforms.write import WriteRows, WriteRowsByKey, join_path, write_json_document
+
+# In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
+# attempt to download a Prism binary first (this job runs offline too).
+DEFAULT_RUNNER = "FnApiRunner"
+
+OUTPUT_SCHEMAS = {
+    "retry_requests": "outputs/retry_request.v1.avsc",
+    "evaluations": "outputs/evaluation.v1.avsc",
+    "dead_letters": "outputs/dead_letter.v1.avsc",
+}
+
+
+def parse_families(value: str | None) -> frozenset[str] | None:
+    if not value:
+        return None
+    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(chosen - FAMILIES.keys())
+    if unknown:
+        raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
+    return chosen
+
+
+def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
+    config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families))
+    fmt = opts.output_format
+
+    transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
+        opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes)
+    candidates = pipeline | "ReadCandidates" >> ReadKeyedRecords(
+        opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes)
+
+    processed = {INPUT_TRANSCRIPTS: transcripts[KEYED], INPUT_CANDIDATES: candidates[KEYED]} | "PerSource" >> JoinAndApply(
+        functools.partial(process_source_groups, config), OUTPUT_TAGS)
+
+    avro = fmt == "avro"
+    artifact_schemas = {key: load_json_asset(durable_avro_schema_path(key)) if avro else None for key in FAMILIES}
+    processed["artifacts"] | "WriteArtifacts" >> WriteRowsByKey(
+        join_path(opts.output, "artifacts"), fmt, lambda row: row["family"], artifact_schemas)
+    for tag in ("retry_requests", "evaluations"):
+        processed[tag] | f"Write[{tag}]" >> WriteRows(
+            join_path(opts.output, tag), fmt, load_json_asset(OUTPUT_SCHEMAS[tag]) if avro else None)
+    dead_letters = (transcripts[DEAD], candidates[DEAD], processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters | "Write[dead_letters]" >> WriteRows(
+        join_path(opts.output, "dead_letters"), fmt, load_json_asset(OUTPUT_SCHEMAS["dead_letters"]) if avro else None)
+
+    static_options = {
+        "transcripts": opts.transcripts, "candidates": opts.candidates, "output": opts.output,
+        "output_format": fmt, "max_attempts": opts.max_attempts,
+        "families": sorted(config.families) if config.families else None,
+        "max_record_bytes": opts.max_record_bytes,
+    }
+    manifest_path = join_path(opts.output, "manifest.json")
+    (
+        (transcripts[READ_COUNTS], candidates[READ_COUNTS], processed[COUNTS])
+        | "AllCounts" >> beam.Flatten()
+        | "SumCounts" >> beam.CombineGlobally(SumCounts())
+        | "WriteManifest" >> beam.Map(
+            lambda counts: write_json_document(
+                build_manifest(counts, options=static_options, runner=runner_name), manifest_path))
+    )
+
+
+def run(argv: Sequence[str] | None = None) -> dict:
+    """Run the job and return its manifest."""
+    options = PipelineOptions(list(argv) if argv is not None else sys.argv[1:])
+    opts = options.view_as(ReprocessOptions)
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        standard.runner = DEFAULT_RUNNER
+    runner_name = standard.runner
+    for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
+        if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
+            raise SystemExit(f"{flag} {pattern!r} matches no files")
+    with beam.Pipeline(options=options) as pipeline:
+        build_pipeline(pipeline, opts, runner_name)
+    with FileSystems.open(join_path(opts.output, "manifest.json")) as handle:
+        return orjson.loads(handle.read())
+
+
+def format_summary(manifest: dict, output: str) -> str:
+    lines = [f"{'family':<24}" + "".join(f"{o:>11}" for o in ("accepted", "superseded", "retry", "exhausted", "deferred", "stale"))]
+    for family, row in manifest["outcomes"].items():
+        lines.append(f"{family:<24}" + "".join(f"{row[o]:>11}" for o in ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")))
+    c = manifest["conservation"]
+    lines.append("")
+    lines.append(
+        f"conservation: {c['candidates_in']} candidates in = {c['evaluations']} evaluated + {c['dead_letters']} dead letters"
+        f" + {c['filtered']} filtered -> {'holds' if c['holds'] else 'DOES NOT HOLD'}")
+    t = manifest["transcript_conservation"]
+    lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
+    lines.append(f"outputs under {output}: artifacts/<family>/, retry_requests/, evaluations/, dead_letters/, manifest.json")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    manifest = run(argv)
+    opts = PipelineOptions(argv).view_as(ReprocessOptions)
+    print(format_summary(manifest, opts.output))
+    holds = manifest["conservation"]["holds"] and manifest["transcript_conservation"]["holds"]
+    return 0 if holds else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""A local Flink standalone session cluster, JobManager + TaskManager, on loopback.
+
+Why not the Flink distribution tarball: it is not reachable here; PyPI is. The
+source distribution of ``apache-flink-libraries`` carries the same runtime jars
+(``deps/lib/flink-dist-*.jar`` and friends, plus ``deps/bin/bash-java-utils.jar``)
+but not the shell scripts, so this module does what ``bin/start-cluster.sh``
+does: compute JVM memory flags with Flink's own BashJavaUtils, then start
+``StandaloneSessionClusterEntrypoint`` and ``TaskManagerRunner`` as two separate
+``java`` processes, everything bound to localhost only.
+
+The Flink minor line must equal the one of the Beam job server that submits to
+it (``beam-runners-flink-<F>-job-server``); it is resolved by the same rule as
+``fetch_job_server.py``: argument, ``$NOTARIUS_FLINK_VERSION``, Beam's default.
+
+CLI (with the project venv's python, which has pip and apache-beam):
+
+    python scripts/flink/session_cluster.py fetch             # only download jars
+    python scripts/flink/session_cluster.py start [--rest-port 8081]
+    python scripts/flink/session_cluster.py status [--rest-port 8081]
+    python scripts/flink/session_cluster.py stop  [--rest-port 8081]
+
+Library:
+
+    with session_cluster(rest_port=8081) as cluster:
+        run_pipeline(["--runner=FlinkRunner", f"--flink_master={cluster.flink_master}", ...])
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+# Newest patch release on PyPI of apache-flink-libraries for each Flink line
+# Beam publishes a job server for. Pinned (not "latest") so every machine runs
+# the same bits; patch releases within a line are wire compatible.
+FLINK_PATCH_RELEASES: dict[str, str] = {
+    "1.19": "1.19.3",
+    "1.20": "1.20.5",
+    "2.0": "2.0.2",
+    "2.1": "2.1.3",
+    "2.2": "2.2.1",
+}
+CACHE_ROOT = Path(os.environ.get("NOTARIUS_FLINK_CACHE", "~/.cache/notarius/flink")).expanduser()
+
+JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
+TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+BASH_JAVA_UTILS_CLASS = "org.apache.flink.runtime.util.bash.BashJavaUtils"
+BASH_JAVA_UTILS_PREFIX = "BASH_JAVA_UTILS_EXEC_RESULT:"
+
+# What Flink's shipped config.yaml puts in env.java.opts.all for Java 17: Flink
+# (Kryo, Pekko/Netty, memory utils) reflects into these JDK internals.
+JAVA17_MODULE_OPTS: tuple[str, ...] = (
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED",
+    "--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.net=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.text=ALL-UNNAMED",
+    "--add-opens=java.base/java.time=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED",
+)
+
+LOG4J_PROPERTIES = """\
+# Written by session_cluster.py: everything to the file named by -Dlog.file.
+monitorInterval = 0
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = MainAppender
+appender.main.name = MainAppender
+appender.main.type = File
+appender.main.append = false
+appender.main.fileName = ${sys:log.file}
+appender.main.layout.type = PatternLayout
+appender.main.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n
+logger.pekko.name = org.apache.pekko
+logger.pekko.level = WARN
+logger.netty.name = org.apache.flink.shaded.netty4
+logger.netty.level = WARN
+"""
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be set up, started or reached."""
+
+
+def _load_fetch_module() -> ModuleType:
+    """fetch_job_server.py from this directory (scripts/ is not a package)."""
+    path = Path(__file__).resolve().with_name("fetch_job_server.py")
+    spec = importlib.util.spec_from_file_location("_notarius_fetch_job_server", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_fjs = _load_fetch_module()
+
+
+def resolve_flink_version(requested: str | None = None) -> str:
+    """The Flink minor line, by the same rule the job server fetch uses."""
+    try:
+        return _fjs.resolve_flink_version(requested)
+    except _fjs.FetchError as e:
+        raise ClusterError(str(e)) from e
+
+
+def patch_release(flink_version: str) -> str:
+    try:
+        return FLINK_PATCH_RELEASES[flink_version]
+    except KeyError:
+        raise ClusterError(f"no pinned apache-flink-libraries release for Flink {flink_version}; "
+                           f"known: {', '.join(FLINK_PATCH_RELEASES)}") from None
+
+
+# ---------------------------------------------------------------- Flink jars --
+
+def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path:
+    """Directory with ``lib/*.jar`` and ``bin/bash-java-utils.jar`` for the line.
+
+    Downloads the apache-flink-libraries sdist (~230 MB) once with pip, keeps
+    only the jars (~200 MB), drops the tarball. Safe against concurrent callers
+    (work in a temp dir, then an atomic rename).
+    """
+    release = patch_release(resolve_flink_version(flink_version))
+    home = CACHE_ROOT / release
+    if (home / "lib" / f"flink-dist-{release}.jar").is_file():
+        return home
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE_ROOT, prefix=f".{release}-") as tmp:
+        tmp_path = Path(tmp)
+        if not quiet:
+            print(f"downloading apache-flink-libraries=={release} sdist from PyPI ...",
+                  file=sys.stderr)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", f"apache-flink-libraries=={release}",
+               "-d", str(tmp_path / "sdist")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        sdists = list((tmp_path / "sdist").glob("apache_flink_libraries-*.tar.gz"))
+        if proc.returncode != 0 or not sdists:
+            raise ClusterError(f"pip could not download apache-flink-libraries=={release}: "
+                               f"{(proc.stderr or proc.stdout).strip()[-800:]}")
+        staged = tmp_path / "home"
+        _extract_jars(sdists[0], staged)
+        if not (staged / "lib" / f"flink-dist-{release}.jar").is_file():
+            raise ClusterError(f"{sdists[0].name} has no deps/lib/flink-dist-{release}.jar")
+        try:
+            staged.rename(home)
+        except OSError:
+            if not (home / "lib" / f"flink-dist-{release}.jar").is_file():
+                raise  # Not a lost race with another caller: a real error.
+    return home
+
+
+def _extract_jars(sdist: Path, dest: Path) -> None:
+    """Copy deps/lib/*.jar and deps/bin/bash-java-utils.jar out of the sdist."""
+    (dest / "lib").mkdir(parents=True)
+    (dest / "bin").mkdir()
+    with tarfile.open(sdist, "r:gz") as tar:
+        for member in tar:
+            parts = Path(member.name).parts
+            if not member.isfile() or len(parts) != 4 or parts[1] != "deps":
+                continue
+            _, _, sub, name = parts
+            if (sub == "lib" and name.endswith(".jar")) or (sub, name) == ("bin", "bash-java-utils.jar"):
+                src = tar.extractfile(member)
+                assert src is not None
+                with src, open(dest / sub / name, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _classpath(home: Path) -> str:
+    # As bin/config.sh builds it: the other lib jars first, flink-dist last.
+    jars = sorted(p for p in (home / "lib").glob("*.jar") if not p.name.startswith("flink-dist"))
+    jars += sorted((home / "lib").glob("flink-dist*.jar"))
+    return os.pathsep.join(str(p) for p in jars)
+
+
+# ------------------------------------------------------------------ cluster --
+
+@dataclass
+class SessionCluster:
+    """A running cluster: where to reach it and how to stop it."""
+
+    flink_version: str
+    flink_release: str
+    rest_port: int
+    rpc_port: int
+    slots: int
+    run_dir: str
+    jobmanager_pid: int
+    taskmanager_pid: int
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://localhost:{self.rest_port}"
+
+    @property
+    def flink_master(self) -> str:
+        """Value for Beam's ``--flink_master``."""
+        return f"localhost:{self.rest_port}"
+
+    def overview(self) -> dict[str, Any]:
+        return _get_json(f"{self.rest_url}/overview")
+
+    def log_tail(self, lines: int = 40) -> str:
+        out = []
+        for log in sorted(Path(self.run_dir, "log").glob("*")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {log} ---\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Stop TaskManager then JobManager; SIGKILL whatever ignores SIGTERM."""
+        for pid, main_class in ((self.taskmanager_pid, TASKMANAGER_CLASS),
+                                (self.jobmanager_pid, JOBMANAGER_CLASS)):
+            _terminate(pid, main_class, timeout_s)
+
+
+def _get_json(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    # No proxies: the cluster is on loopback, and a proxy from the environment
+    # must not get in the way.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout_s) as resp:
+        return json.load(resp)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _is_our_process(pid: int, main_class: str) -> bool:
+    """True if pid is alive and still the Flink JVM we started (not a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return main_class.encode() in cmdline
+
+
+def _terminate(pid: int, main_class: str, timeout_s: float) -> None:
+    if not _is_our_process(pid, main_class):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)  # Flink shuts down cleanly on SIGTERM.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _is_our_process(pid, main_class):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    _reap(pid, block=True)
+
+
+def _reap(pid: int, block: bool = False) -> None:
+    """Collect our own zombie child so /proc no longer shows it alive."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0 if block else os.WNOHANG)
+
+
+def _java() -> str:
+    java = _fjs.find_java()
+    if java is None:
+        raise ClusterError("Java not found (neither $JAVA_HOME/bin/java nor java on PATH)")
+    return java
+
+
+def _write_conf(conf_dir: Path, run_dir: Path, rest_port: int, rpc_port: int, slots: int,
+                jobmanager_memory: str, taskmanager_memory: str) -> None:
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    settings = {
+        # Loopback only, for every listening socket.
+        "jobmanager.rpc.address": "localhost",
+        "jobmanager.rpc.port": rpc_port,
+        "jobmanager.bind-host": "localhost",
+        "taskmanager.host": "localhost",
+        "taskmanager.bind-host": "localhost",
+        "rest.address": "localhost",
+        "rest.bind-address": "localhost",
+        "rest.port": rest_port,
+        # Sized for a 2-core CI box; one TM with a slot per core.
+        "jobmanager.memory.process.size": jobmanager_memory,
+        "taskmanager.memory.process.size": taskmanager_memory,
+        "taskmanager.numberOfTaskSlots": slots,
+        "parallelism.default": slots,
+        "io.tmp.dirs": str(run_dir / "tmp"),
+        "web.tmpdir": str(run_dir / "tmp"),
+        "blob.storage.directory": str(run_dir / "tmp"),
+        # A Beam job that fails must fail the test, not be retried for minutes.
+        "restart-strategy.type": "none",
+    }
+    # Flat keys in config.yaml are valid for both Flink 1.19/1.20 and 2.x.
+    (conf_dir / "config.yaml").write_text(
+        "".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items()))
+    (conf_dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
+    (conf_dir / "log4j-console.properties").write_text(LOG4J_PROPERTIES)
+
+
+def _resource_params(java: str, home: Path, conf_dir: Path, command: str) -> tuple[list[str], list[str]]:
+    """(JVM flags, -D dynamic properties) that Flink computes from the memory config."""
+    cp = os.pathsep.join([str(home / "bin" / "bash-java-utils.jar"), _classpath(home)])
+    proc = subprocess.run([java, "-cp", cp, BASH_JAVA_UTILS_CLASS, command,
+                           "--configDir", str(conf_dir)],
+                          capture_output=True, text=True, timeout=60)
+    results = [line[len(BASH_JAVA_UTILS_PREFIX):] for line in proc.stdout.splitlines()
+               if line.startswith(BASH_JAVA_UTILS_PREFIX)]
+    if proc.returncode != 0 or len(results) < 2:
+        raise ClusterError(f"BashJavaUtils {command} failed: {(proc.stdout + proc.stderr)[-1500:]}")
+    return shlex.split(results[-2]), shlex.split(results[-1])
+
+
+def _launch(java: str, home: Path, conf_dir: Path, log_dir: Path, name: str, main_class: str,
+            jvm_flags: list[str], dynamic: list[str]) -> subprocess.Popen[bytes]:
+    log_file = log_dir / f"{name}.log"
+    cmd = [java, *jvm_flags, *JAVA17_MODULE_OPTS,
+           f"-Dlog.file={log_file}",
+           f"-Dlog4j.configurationFile=file:{conf_dir / 'log4j.properties'}",
+           "-cp", _classpath(home), main_class, "--configDir", str(conf_dir), *dynamic]
+    run_dir = conf_dir.parent
+    # No plugins are shipped; an empty dir keeps Flink from probing ./plugins
+    # of whatever directory the caller happens to be in.
+    (run_dir / "plugins").mkdir(exist_ok=True)
+    env = dict(os.environ, FLINK_CONF_DIR=str(conf_dir), FLINK_PLUGINS_DIR=str(run_dir / "plugins"))
+    with open(log_dir / f"{name}.out", "wb") as out:
+        # Own session: a Ctrl-C in the caller's terminal does not hit the JVMs
+        # half-way, and stop() addresses each JVM by its pid.
+        return subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def start_cluster(rest_port: int = 8081, *, flink_version: str | None = None, slots: int = 2,
+                  jobmanager_memory: str = "1024m", taskmanager_memory: str = "1536m",
+                  startup_timeout_s: float = 120.0, run_dir: Path | None = None) -> SessionCluster:
+    """Start JobManager + TaskManager; return once the TM's slots are registered.
+
+    On any failure both processes are stopped before the error propagates.
+    """
+    version = resolve_flink_version(flink_version)
+    release = patch_release(version)
+    java = _java()
+    home = flink_home(version)
+    if _port_in_use(rest_port):
+        raise ClusterError(f"port {rest_port} on localhost is already in use "
+                           "(another Flink cluster? `session_cluster.py stop`)")
+    if run_dir is None:
+        (CACHE_ROOT / "run").mkdir(parents=True, exist_ok=True)
+        run_dir = Path(tempfile.mkdtemp(prefix=f"{release}-{rest_port}-", dir=CACHE_ROOT / "run"))
+    conf_dir, log_dir = run_dir / "conf", run_dir / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "tmp").mkdir(exist_ok=True)
+    # A free RPC port rather than Flink's fixed 6123, so two clusters (or a
+    # leftover one) on one machine do not collide; the TM learns it from config.
+    rpc_port = _free_port()
+    _write_conf(conf_dir, run_dir, rest_port, rpc_port, slots, jobmanager_memory,
+                taskmanager_memory)
+
+    jm_jvm, jm_dyn = _resource_params(java, home, conf_dir, "GET_JM_RESOURCE_PARAMS")
+    tm_jvm, tm_dyn = _resource_params(java, home, conf_dir, "GET_TM_RESOURCE_PARAMS")
+    jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, jm_jvm, jm_dyn)
+    tm: subprocess.Popen[bytes] | None = None
+    cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir),
+                             jm.pid, -1)
+    try:
+        tm = _launch(java, home, conf_dir, log_dir, "taskmanager", TASKMANAGER_CLASS, tm_jvm, tm_dyn)
+        cluster.taskmanager_pid = tm.pid
+        _wait_ready(cluster, {"jobmanager": jm, "taskmanager": tm}, startup_timeout_s)
+    except BaseException:
+        cluster.stop()
+        for proc in (jm, tm):
+            if proc is not None:
+                proc.wait()
+        raise
+    (run_dir / "cluster.json").write_text(json.dumps(asdict(cluster), indent=2))
+    return cluster
+
+
+def _wait_ready(cluster: SessionCluster, procs: dict[str, subprocess.Popen[bytes]],
+                timeout_s: float) -> None:
+    """Poll /overview until a TaskManager with all its slots is registered."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise ClusterError(f"Flink {name} exited with code {proc.returncode} during "
+                                   f"startup\n{cluster.log_tail()}")
+        try:
+            overview = cluster.overview()
+            last = overview
+            if overview.get("taskmanagers", 0) >= 1 and overview.get("slots-total", 0) >= cluster.slots:
+                return
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            last = e
+        time.sleep(0.5)
+    raise ClusterError(f"Flink cluster not ready after {timeout_s:.0f}s (last: {last!r})\n"
+                       f"{cluster.log_tail()}")
+
+
+@contextlib.contextmanager
+def session_cluster(rest_port: int = 8081, *, flink_version: str | None = None, slots: int = 2,
+                    jobmanager_memory: str = "1024m", taskmanager_memory: str = "1536m",
+                    startup_timeout_s: float = 120.0, keep_logs: bool = False
+                    ) -> Iterator[SessionCluster]:
+    """Run a session cluster for the duration of the block; always stop it.
+
+    Logs stay under the run dir when the block raised (or keep_logs is set),
+    and are removed otherwise.
+    """
+    cluster = start_cluster(rest_port, flink_version=flink_version, slots=slots,
+                            jobmanager_memory=jobmanager_memory,
+                            taskmanager_memory=taskmanager_memory,
+                            startup_timeout_s=startup_timeout_s)
+    failed = False
+    try:
+        yield cluster
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        cluster.stop()
+        for pid in (cluster.taskmanager_pid, cluster.jobmanager_pid):
+            _reap(pid, block=False)
+        if not failed and not keep_logs:
+            shutil.rmtree(cluster.run_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- CLI --
+
+def _state_file(rest_port: int) -> Path:
+    return CACHE_ROOT / "run" / f"cluster-{rest_port}.json"
+
+
+def _cli_start(args: argparse.Namespace) -> int:
+    cluster = start_cluster(args.rest_port, flink_version=args.flink_version, slots=args.slots,
+                            startup_timeout_s=args.timeout)
+    _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
+    print(f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
+          f"(JobManager pid {cluster.jobmanager_pid}, TaskManager pid {cluster.taskmanager_pid}, "
+          f"logs {cluster.run_dir}/log)", file=sys.stderr)
+    print(cluster.flink_master)
+    return 0
+
+
+def _load_state(rest_port: int) -> SessionCluster | None:
+    try:
+        return SessionCluster(**json.loads(_state_file(rest_port).read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def _cli_stop(args: argparse.Namespace) -> int:
+    cluster = _load_state(args.rest_port)
+    if cluster is None:
+        print(f"no cluster started by this script on port {args.rest_port}", file=sys.stderr)
+        return 0
+    cluster.stop()
+    _state_file(args.rest_port).unlink(missing_ok=True)
+    print(f"stopped Flink cluster on port {args.rest_port} (logs kept in {cluster.run_dir}/log)",
+          file=sys.stderr)
+    return 0
+
+
+def _cli_status(args: argparse.Namespace) -> int:
+    cluster = _load_state(args.rest_port)
+    if cluster is None:
+        print(f"no cluster started by this script on port {args.rest_port}")
+        return 1
+    try:
+        print(json.dumps(cluster.overview()))
+        return 0
+    except (urllib.error.URLError, OSError) as e:
+        print(f"cluster on port {args.rest_port} not answering: {e}")
+        return 1
+
+
+def _cli_fetch(args: argparse.Namespace) -> int:
+    print(flink_home(args.flink_version))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Local Flink session cluster on loopback.")
+    parser.add_argument("--flink-version", help="Flink minor line (default: as fetch_job_server.py)")
+    parser.add_argument("--rest-port", type=int, default=8081)
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="start in the background; print the --flink_master value")
+    start.add_argument("--slots", type=int, default=2)
+    start.add_argument("--timeout", type=float, default=120.0)
+    start.set_defaults(func=_cli_start)
+    sub.add_parser("stop", help="stop a cluster started with `start`").set_defaults(func=_cli_stop)
+    sub.add_parser("status", help="print the REST /overview").set_defaults(func=_cli_status)
+    sub.add_parser("fetch", help="only download the Flink jars").set_defaults(func=_cli_fetch)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ClusterError as e:
+        print(f"session_cluster: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
