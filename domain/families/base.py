@@ -8,6 +8,7 @@ its guidance, and exposes them as one :class:`FamilySpec`. Nothing outside
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Mapping, Protocol
 
@@ -137,28 +138,22 @@ class FamilySpec:
         return _policy_fingerprint(self)
 
 
-_POLICY_CACHE: dict[str, str] = {}
-
-
+@lru_cache(maxsize=None)
 def _policy_fingerprint(spec: FamilySpec) -> str:
-    cached = _POLICY_CACHE.get(spec.key)
-    if cached is None:
-        declared = {
-            "family": spec.key,
-            "policy_version": spec.policy_version,
-            "enums": {k: list(v) for k, v in sorted(spec.enums.items())},
-            "limits": {
-                "max_issues": shared_issues.MAX_ISSUES,
-                "max_guidance_chars": shared_issues.MAX_GUIDANCE_CHARS,
-                "max_quoted_name_chars": shared_issues.MAX_QUOTED_NAME_CHARS,
-            },
-            "guidance_version": shared_issues.GUIDANCE_VERSION,
-            "validators": [getattr(v, "__qualname__", repr(v)) for v in spec.validators],
-            "extras": spec.policy_extras,
-        }
-        cached = "sha256:" + hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        _POLICY_CACHE[spec.key] = cached
-    return cached
+    declared = {
+        "family": spec.key,
+        "policy_version": spec.policy_version,
+        "enums": {k: list(v) for k, v in sorted(spec.enums.items())},
+        "limits": {
+            "max_issues": shared_issues.MAX_ISSUES,
+            "max_guidance_chars": shared_issues.MAX_GUIDANCE_CHARS,
+            "max_quoted_name_chars": shared_issues.MAX_QUOTED_NAME_CHARS,
+        },
+        "guidance_version": shared_issues.GUIDANCE_VERSION,
+        "validators": [getattr(v, "__qualname__", repr(v)) for v in spec.validators],
+        "extras": spec.policy_extras,
+    }
+    return "sha256:" + hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def evidence_records(refs: tuple[SourceRef, ...]) -> list[dict]:

@@ -1,0 +1,151 @@
+"""The full case matrix of the two shared helpers, plus property tests."""
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.evidence import (
+    SourceRef,
+    canonical_evidence,
+    earliest_evidence_unit_id,
+    evidence_is_canonical,
+    order_endpoints,
+    span_within_chunk,
+)
+from domain.source import Chunk, DocumentIndex, transcript_from_record
+
+# Document order: ids fall and rise: 10, 3, 7, 20, 1, 2, 50
+IDS = [10, 3, 7, 20, 1, 2, 50]
+
+
+def make(ids=IDS, chunks=(("x-1", [10, 3, 7, 20]), ("x-2", [1, 2, 50]), ("gap", [10, 7, 20]))):
+    return transcript_from_record({
+        "source_id": "s",
+        "units": [{"unit_id": u, "speaker": "A", "text": ""} for u in ids],
+        "chunks": [{"chunk_id": c, "kind": "extraction", "unit_ids": list(m)} for c, m in chunks],
+    })
+
+
+T = make()
+IX = T.index
+
+
+@pytest.mark.parametrize(
+    "start, end, expected",
+    [
+        (3, 20, (3, 20)),  # forward, ids rising
+        (20, 3, (3, 20)),  # reversed
+        (7, 7, (7, 7)),  # single unit
+        (10, 3, (10, 3)),  # forward although 10 > 3 numerically
+        (3, 10, (10, 3)),  # reversed although 3 < 10 numerically
+        (20, 1, (20, 1)),  # forward, id falls
+        (1, 20, (20, 1)),  # reversed, id rises
+        (3, 999, (3, 999)),  # unresolved end
+        (999, 3, (999, 3)),  # unresolved start
+        (0, 3, (0, 3)),  # non-positive
+        (-2, -1, (-2, -1)),
+        (None, 3, (None, 3)),  # missing
+    ],
+)
+def test_order_endpoints_matrix(start, end, expected):
+    ref = SourceRef("s", start, end)
+    out = order_endpoints(IX, "s", ref)
+    assert (out.start_unit_id, out.end_unit_id) == expected
+    assert (ref.start_unit_id, ref.end_unit_id) == (start, end)  # never mutated
+
+
+def test_order_endpoints_leaves_other_sources_and_none_alone():
+    ref = SourceRef("other", 20, 3)
+    assert order_endpoints(IX, "s", ref) is ref
+    assert order_endpoints(IX, "other", SourceRef("other", 20, 3)) == SourceRef("other", 20, 3)  # index is for "s"
+    assert order_endpoints(IX, "s", None) is None
+    assert order_endpoints(None, "s", SourceRef("s", 20, 3)) == SourceRef("s", 20, 3)
+
+
+@pytest.mark.parametrize(
+    "chunk, start, end, inside",
+    [
+        ("x-1", 10, 20, True),  # the whole chunk, edge to edge
+        ("x-1", 10, 10, True),  # first edge, single unit
+        ("x-1", 20, 20, True),  # last edge
+        ("x-1", 3, 7, True),
+        ("x-1", 7, 1, False),  # partial: leaves the chunk at the end
+        ("x-2", 20, 1, False),  # partial: starts before the chunk
+        ("x-2", 1, 50, True),
+        ("x-1", 20, 10, False),  # reversed ranges are not spans (strict)
+        ("x-1", 10, 999, False),  # unresolved
+        ("x-1", 0, 3, False),
+        ("gap", 10, 7, False),  # non-contiguous chunk: unit 3 in between is missing
+        ("gap", 7, 20, True),
+        ("gap", 10, 10, True),
+    ],
+)
+def test_span_within_chunk_matrix(chunk, start, end, inside):
+    assert span_within_chunk(IX, T.chunk(chunk), SourceRef("s", start, end)) is inside
+
+
+def test_span_within_chunk_none_and_wrong_source():
+    chunk = T.chunk("x-1")
+    assert span_within_chunk(IX, chunk, SourceRef("other", 10, 20)) is False
+    assert span_within_chunk(IX, None, SourceRef("s", 10, 20)) is False
+    assert span_within_chunk(IX, chunk, None) is False
+    assert span_within_chunk(None, chunk, SourceRef("s", 10, 20)) is False
+    assert span_within_chunk(IX, chunk, SourceRef("s", None, 20)) is False
+
+
+def test_canonical_evidence_sorts_by_position_and_dedupes():
+    refs = [SourceRef("s", 2, 1), SourceRef("s", 10, 3), SourceRef("s", 1, 2), SourceRef("s", 3, 10), SourceRef("s", 999, 3)]
+    out = canonical_evidence(IX, "s", refs)
+    assert out == (SourceRef("s", 10, 3), SourceRef("s", 1, 2), SourceRef("s", 999, 3))
+    assert evidence_is_canonical(IX, out)
+    assert earliest_evidence_unit_id(IX, out) == 10
+    assert not evidence_is_canonical(IX, (SourceRef("s", 1, 2), SourceRef("s", 10, 3)))
+
+
+# --- properties over random documents with shuffled ids and random chunks ---------------
+
+@st.composite
+def documents(draw):
+    n = draw(st.integers(min_value=1, max_value=40))
+    ids = draw(st.permutations(list(range(1, n + 1))).map(lambda p: [i * 3 + 1 for i in p]))  # shuffled, sparse
+    members = draw(st.lists(st.sampled_from(ids), unique=True, min_size=1, max_size=n))
+    index = DocumentIndex.of("s", ids)
+    chunk = Chunk("c", "extraction", tuple(members), tuple(sorted(index.position(u) for u in members)))
+    return ids, index, chunk
+
+
+unit_values = st.one_of(st.integers(min_value=-3, max_value=130), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents(), unit_values, unit_values, st.sampled_from(["s", "other"]))
+def test_order_endpoints_properties(doc, start, end, source):
+    ids, index, _ = doc
+    ref = SourceRef(source, start, end)
+    before = copy.deepcopy(ref)
+    out = order_endpoints(index, "s", ref)
+    assert ref == before
+    assert order_endpoints(index, "s", out) == out  # idempotent
+    ps, pe = index.position(start), index.position(end)
+    resolvable = source == "s" and ps is not None and pe is not None
+    if not resolvable or ps <= pe:
+        assert out == ref  # forward and unresolvable references never change
+    if resolvable:
+        assert index.position(out.start_unit_id) <= index.position(out.end_unit_id)
+        assert {out.start_unit_id, out.end_unit_id} == {start, end}
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents(), unit_values, unit_values, st.sampled_from(["s", "other"]))
+def test_span_within_chunk_equals_brute_force(doc, start, end, source):
+    ids, index, chunk = doc
+    ref = SourceRef(source, start, end)
+    ps, pe = index.position(start), index.position(end)
+    if source != "s" or ps is None or pe is None or ps > pe:
+        expected = False
+    else:
+        members = set(chunk.unit_ids)
+        expected = all(ids[p] in members for p in range(ps, pe + 1))
+    assert span_within_chunk(index, chunk, ref) is expected

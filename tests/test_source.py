@@ -1,0 +1,61 @@
+import orjson
+import pytest
+
+from domain.source import TranscriptError, parse_transcript, transcript_from_record
+
+
+def record(**overrides):
+    base = {
+        "source_id": "s1",
+        "units": [{"unit_id": u, "speaker": "MATT", "text": f"t{u}"} for u in (10, 3, 7)],
+        "chunks": [{"chunk_id": "x-1", "kind": "extraction", "unit_ids": [10, 3, 7]}],
+    }
+    base.update(overrides)
+    return base
+
+
+def test_document_index_follows_unit_order_not_ids():
+    t = transcript_from_record(record())
+    assert [t.index.position(u) for u in (10, 3, 7)] == [0, 1, 2]
+    assert t.index.position(99) is None
+    assert t.index.position(True) is None  # a bool is never a unit id
+    assert t.chunk("x-1").sorted_positions == (0, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"units": [{"unit_id": 1, "speaker": "A", "text": ""}, {"unit_id": 1, "speaker": "B", "text": ""}]}, "duplicate unit_id 1"),
+        ({"units": [{"unit_id": 0, "speaker": "A", "text": ""}]}, "non-positive unit_id 0"),
+        ({"units": [{"unit_id": -4, "speaker": "A", "text": ""}]}, "non-positive unit_id -4"),
+        ({"units": [{"unit_id": "1", "speaker": "A", "text": ""}]}, "'unit_id' of type str"),
+        ({"units": [{"unit_id": True, "speaker": "A", "text": ""}]}, "'unit_id' of type bool"),
+        ({"units": [{"unit_id": 1, "text": ""}]}, "missing the field 'speaker'"),
+        ({"chunks": [{"chunk_id": "x-1", "kind": "extraction", "unit_ids": [10, 99]}]}, "unknown unit 99"),
+        ({"chunks": [{"chunk_id": "x-1", "kind": "weird", "unit_ids": [10]}]}, "kind 'weird'"),
+        ({"chunks": [{"chunk_id": "*", "kind": "extraction", "unit_ids": [10]}]}, "reserved or blank chunk_id"),
+        ({"units": []}, "has no units"),
+        ({"source_id": 5}, "'source_id' of type int"),
+    ],
+)
+def test_malformed_transcripts_raise_one_clear_error(overrides, fragment):
+    with pytest.raises(TranscriptError) as info:
+        transcript_from_record(record(**overrides))
+    assert fragment in str(info.value)
+
+
+def test_missing_top_level_field_and_invalid_json():
+    rec = record()
+    del rec["chunks"]
+    with pytest.raises(TranscriptError, match="missing the field 'chunks'"):
+        transcript_from_record(rec)
+    with pytest.raises(TranscriptError, match="not valid JSON"):
+        parse_transcript(b'{"source_id": "s1", "units": [')
+    with pytest.raises(TranscriptError, match="expected an object"):
+        parse_transcript(b"[1, 2]")
+
+
+def test_values_are_frozen():
+    t = parse_transcript(orjson.dumps(record()))
+    with pytest.raises(AttributeError):
+        t.units[0].unit_id = 5
