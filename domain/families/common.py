@@ -120,28 +120,34 @@ def cited(refs: Sequence[SourceRef]) -> str:
 def check_registry_identity(
     collector: IssueCollector,
     noun: str,
-    names_by_record: Sequence[tuple[str, str, tuple[str, ...]]],
+    names_by_record: Sequence[tuple[str, str, tuple[str, ...], Sequence[SourceRef]]],
     list_field: str,
 ) -> None:
     """Names and aliases are non-blank and unique across entries after folding.
 
-    ``names_by_record`` holds (subject, name, aliases) per record in adapted order.
-    Every clash is reported, naming both records.
+    ``names_by_record`` holds (subject, name, aliases, evidence) per record in
+    adapted order. Entries are told apart by position, not by subject text, so
+    two identical entries still clash; a name repeated inside one entry does not.
+    Every clash is reported, naming both records and their cited ranges.
     """
-    owner: dict[str, str] = {}
-    for n, (subject, name, aliases) in enumerate(names_by_record):
+    owner: dict[str, int] = {}
+    for n, (subject, name, aliases, refs) in enumerate(names_by_record):
+        ranges = cited(refs)
         for field_name, value in [("name", name)] + [("aliases", alias) for alias in aliases]:
             folded = fold_name(value)
             if not folded:
                 collector.add("blank_name", f"{list_field}[{n}].{field_name}", f"blank {field_name}",
-                              Correction(subject, "", f"Its `{field_name}` contains a blank entry.",
+                              Correction(subject, ranges, f"Its `{field_name}` contains a blank entry.",
                                          f"Give every {noun} a non-blank `name` and remove blank `aliases`."))
                 continue
-            first = owner.setdefault(folded, subject)
-            if first != subject:
+            first = owner.setdefault(folded, n)
+            if first != n:
+                other_subject, _, _, other_refs = names_by_record[first]
+                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({cited(other_refs)})"
                 collector.add(
-                    "duplicate_name", f"{list_field}[{n}].{field_name}", f"name {value!r} repeats another entry",
-                    Correction(subject, "", f"Its {field_name} {quote_name(value)} is also used by {first}.",
+                    "duplicate_name", f"{list_field}[{n}].{field_name}",
+                    f"name {value!r} repeats {list_field}[{first}]",
+                    Correction(subject, ranges, f"Its {field_name} {quote_name(value)} is also used by {other}.",
                                f"Each name or alias must belong to exactly one {noun}: merge the two entries "
                                f"or remove the repeated name."),
                 )

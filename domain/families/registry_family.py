@@ -26,7 +26,6 @@ from domain.families.common import (
     adapt_evidence,
     check_registry_identity,
     check_source_references,
-    cited,
     order_records,
     raw_text,
 )
@@ -88,23 +87,9 @@ class RegistryFamily:
     def validate_identity(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         """Names and aliases non-blank and unique across entries (folded) - every clash, one pass."""
         out = IssueCollector(f"{self.key}.identity")
-        check_registry_identity(out, self.noun, self._identity_subjects(adapted.records), self.list_field)
+        check_registry_identity(
+            out, self.noun, [(self.subject(r), r.name, r.aliases, r.evidence) for r in adapted.records], self.list_field)
         return out.issues()
-
-    def _identity_subjects(self, records: tuple[RegistryRecord, ...]) -> list[tuple[str, str, tuple[str, ...]]]:
-        # The identity helper tells entries apart by their subject text and names the
-        # other entry of a clash by it, so each subject carries the cited range and is
-        # unique: an exact repeat of an entry (same name, same range) is still reported.
-        seen: set[str] = set()
-        rows = []
-        for rec in records:
-            ranges = cited(rec.evidence)
-            label = f"{self.subject(rec)} ({ranges})"
-            if label in seen:
-                label = f"Another {self.noun} entry {quote_name(rec.name)} ({ranges})"
-            seen.add(label)
-            rows.append((label, rec.name, rec.aliases))
-        return rows
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         out = IssueCollector(f"{self.key}.source_reference")
