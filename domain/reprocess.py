@@ -39,6 +39,8 @@ VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
 VERDICT_DEFERRED = "deferred"
 
+MAX_ATTEMPT_NUMBER = 2**31 - 1
+
 OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
 
 
@@ -119,7 +121,7 @@ def parse_candidate(line: bytes) -> Candidate:
         if not record[key].strip():
             raise EnvelopeError(f"candidate field '{key}' is blank")
     attempt = record.get("attempt")
-    if type(attempt) is not int or attempt < 1:
+    if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT_NUMBER:
         raise EnvelopeError(f"candidate attempt {attempt!r} is not a positive integer")
     producer = record.get("producer")
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):

@@ -15,6 +15,8 @@ from typing import Any, Mapping, Sequence
 import orjson
 
 CHUNK_KINDS = ("extraction", "scene")
+# Outputs store ids as Avro longs.
+MAX_UNIT_ID = 2**63 - 1
 
 
 class TranscriptError(ValueError):
@@ -134,6 +136,8 @@ def transcript_from_record(record: Any) -> Transcript:
         uid = _require(raw, "unit_id", int, unit_where)
         if uid <= 0:
             raise TranscriptError(f"{unit_where} has non-positive unit_id {uid}")
+        if uid > MAX_UNIT_ID:
+            raise TranscriptError(f"{unit_where} has unit_id {uid}, above the 64-bit limit of the outputs")
         if uid in seen:
             raise TranscriptError(f"{where} has duplicate unit_id {uid}")
         seen.add(uid)

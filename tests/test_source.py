@@ -28,6 +28,7 @@ def test_document_index_follows_unit_order_not_ids():
         ({"units": [{"unit_id": 1, "speaker": "A", "text": ""}, {"unit_id": 1, "speaker": "B", "text": ""}]}, "duplicate unit_id 1"),
         ({"units": [{"unit_id": 0, "speaker": "A", "text": ""}]}, "non-positive unit_id 0"),
         ({"units": [{"unit_id": -4, "speaker": "A", "text": ""}]}, "non-positive unit_id -4"),
+        ({"units": [{"unit_id": 2**63, "speaker": "A", "text": ""}]}, "above the 64-bit limit"),
         ({"units": [{"unit_id": "1", "speaker": "A", "text": ""}]}, "'unit_id' of type str"),
         ({"units": [{"unit_id": True, "speaker": "A", "text": ""}]}, "'unit_id' of type bool"),
         ({"units": [{"unit_id": 1, "text": ""}]}, "missing the field 'speaker'"),

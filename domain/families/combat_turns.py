@@ -14,6 +14,8 @@ from domain.source import Transcript
 KEY = "combat-turns"
 LIST_FIELD = "turns"
 FIRST_ROUND = 1
+# The durable contract stores `round` as an Avro long.
+MAX_ROUND = 2**63 - 1
 
 TurnKind = Literal[
     "attack", "cast_spell", "move", "dash", "disengage", "dodge", "help", "hide", "ready", "use_object", "other"
@@ -55,8 +57,8 @@ def adapt(response: CombatTurnsResponse, transcript: Transcript) -> Adapted:
 
 def _number(value: int) -> str:
     """A model-supplied number for guidance, bounded in length."""
-    text = str(value)
-    return text if len(text) <= 12 else "an out-of-range number"
+    # Compare before converting: str() of a huge int is slow and can raise.
+    return str(value) if -10**12 < value < 10**12 else "an out-of-range number"
 
 
 def _subject(actor_name: str | None, round_value: Any) -> str:
@@ -68,6 +70,9 @@ def _subject(actor_name: str | None, round_value: Any) -> str:
 
 def subject(record: TurnRecord) -> str:
     return _subject(record.actor_name, record.round)
+
+
+_ROUND_FIX = "Give the combat round the turn belongs to: 1 for the first round, then 2, 3 and so on."
 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
@@ -84,9 +89,12 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
                     Correction(who, ranges, "`target_names` contains a blank name.",
                                "Name each target as the transcript does and remove blank entries."))
         if rec.round < FIRST_ROUND:
-            out.add("round_below_one", f"{where}.round", f"round {rec.round} < {FIRST_ROUND}",
+            out.add("round_below_one", f"{where}.round", f"round {_number(rec.round)} < {FIRST_ROUND}",
                     Correction(who, ranges, f"`round` is {_number(rec.round)}, but rounds are counted from 1.",
-                               "Give the combat round the turn belongs to: 1 for the first round, then 2, 3 and so on."))
+                               _ROUND_FIX))
+        elif rec.round > MAX_ROUND:
+            out.add("round_out_of_range", f"{where}.round", "round exceeds the durable long range",
+                    Correction(who, ranges, "`round` is far larger than any combat round.", _ROUND_FIX))
         if rec.turn_kind in TARGETED_KINDS and not any(name.strip() for name in rec.target_names):
             out.add("attack_without_target", f"{where}.target_names",
                     f"turn_kind {rec.turn_kind} with no non-blank target",
@@ -132,5 +140,5 @@ SPEC = FamilySpec(
     validators=(validate_shape, validate_source_references),
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
-    policy_extras={"first_round": FIRST_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
+    policy_extras={"first_round": FIRST_ROUND, "max_round": MAX_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
 )

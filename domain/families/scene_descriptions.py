@@ -1,2 +1,183 @@
-"""Placeholder until this family lands."""
-SPEC = None
+"""scene-descriptions: one description per scene chunk, with an exact-range contract.
+
+Not an extraction family: the response holds exactly one scene whose
+``start_unit_id``/``end_unit_id`` are the scene chunk's first and last unit,
+exactly. Nothing here is reordered or canonicalized - a reversed range is the
+model's defect and is rejected, never repaired - and the shared extraction
+containment helper does not apply.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from domain.assets import llm_schema_path, load_json_asset
+from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilySpec, JsonInt, StrictModel
+from domain.families.common import raw_text
+from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range
+from domain.source import Transcript
+
+KEY = "scene-descriptions"
+LIST_FIELD = "scenes"
+SCENES_PER_CHUNK = 1
+
+SceneKind = Literal["combat", "exploration", "social", "travel", "rest", "recap"]
+SCENE_KINDS: tuple[str, ...] = get_args(SceneKind)
+
+
+class SceneItem(StrictModel):
+    kind: SceneKind
+    title: str
+    summary: str
+    start_unit_id: JsonInt
+    end_unit_id: JsonInt
+
+
+class SceneDescriptionsResponse(StrictModel):
+    scenes: tuple[SceneItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SceneRecord:
+    source_id: str
+    kind: str
+    title: str
+    summary: str
+    start_unit_id: int
+    end_unit_id: int
+
+
+def adapt(response: SceneDescriptionsResponse, transcript: Transcript) -> Adapted:
+    """Scenes exactly as given: same order, endpoints untouched. Earliest evidence = the scene's start."""
+    records = tuple(
+        SceneRecord(transcript.source_id, item.kind, item.title, item.summary, item.start_unit_id, item.end_unit_id)
+        for item in response.scenes
+    )
+    earliest = records[0].start_unit_id if records else None
+    return Adapted(records, earliest)
+
+
+def _subject(title: str | None, kind: str | None) -> str:
+    if title is not None and title.strip():
+        return f"The scene {quote_name(title)}"
+    return f"The {kind} scene with a blank `title`" if kind in SCENE_KINDS else "The scene with a blank `title`"
+
+
+def subject(record: SceneRecord) -> str:
+    return _subject(record.title, record.kind)
+
+
+def _required_range(first: int, last: int) -> str:
+    return (f"Set `start_unit_id` to {first} and `end_unit_id` to {last}: the first and the last unit of the "
+            f"excerpt, in that order.")
+
+
+def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    """Exactly one scene per scene chunk."""
+    out = IssueCollector("scene_descriptions.count")
+    count = len(adapted.records)
+    if count == SCENES_PER_CHUNK:
+        return out.issues()
+    extent = ""
+    if ctx.chunk is not None:
+        extent = f", from unit {ctx.chunk.first_unit_id} to unit {ctx.chunk.last_unit_id}"
+    if count == 0:
+        out.add("no_scene", LIST_FIELD, "response has no scene",
+                Correction("The response", "", "`scenes` is empty.",
+                           f"Return exactly one scene that describes the whole excerpt{extent}."))
+    else:
+        out.add("several_scenes", LIST_FIELD, f"response has {count} scenes, expected exactly one",
+                Correction("The response", "", f"`scenes` has {count} scenes, but the excerpt is exactly one scene.",
+                           f"Return exactly one scene that describes the whole excerpt{extent}, combining "
+                           f"what the separate scenes said."))
+    return out.issues()
+
+
+def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    out = IssueCollector("scene_descriptions.shape")
+    for n, rec in enumerate(adapted.records):
+        who, where = subject(rec), f"{LIST_FIELD}[{n}]"
+        ranges = render_range(rec.start_unit_id, rec.end_unit_id)
+        if not rec.title.strip():
+            out.add("blank_title", f"{where}.title", "blank title",
+                    Correction(who, ranges, "`title` is blank.", "Give the scene a short title."))
+        if not rec.summary.strip():
+            out.add("blank_summary", f"{where}.summary", "blank summary",
+                    Correction(who, ranges, "`summary` is blank.",
+                               "Summarise what happens in the scene in a few sentences."))
+    return out.issues()
+
+
+def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
+    """Each scene's range is exactly (first unit, last unit) of the scene chunk; reversed ranges are rejected."""
+    out = IssueCollector("scene_descriptions.range")
+    chunk, index = ctx.chunk, ctx.transcript.index
+    if chunk is None:
+        # A request-level prerequisite the job guarantees; nothing the producer can repair.
+        out.add("no_scene_chunk", LIST_FIELD, "no scene chunk in the evaluation context", None)
+        return out.issues()
+    first, last = chunk.first_unit_id, chunk.last_unit_id
+    for n, rec in enumerate(adapted.records):
+        start, end = rec.start_unit_id, rec.end_unit_id
+        if start == first and end == last:
+            continue
+        who, where = subject(rec), f"{LIST_FIELD}[{n}]"
+        ranges = render_range(start, end)
+        outside = [u for u in dict.fromkeys((start, end)) if u not in chunk.unit_ids]
+        start_pos, end_pos = index.position(start), index.position(end)
+        if outside:
+            shown = " and ".join(render_range(u, u) for u in outside)
+            code, message = "unit_outside_scene", f"endpoint(s) {outside!r} not in scene chunk {chunk.chunk_id}"
+            problem = f"It cites {shown}, which {'is' if len(outside) == 1 else 'are'} not in the excerpt."
+        elif start_pos is not None and end_pos is not None and start_pos > end_pos:
+            code, message = "reversed_range", f"scene range {start}..{end} runs backwards in document order"
+            problem = "Its range runs backwards: `start_unit_id` comes later in the excerpt than `end_unit_id`."
+        else:
+            code = "range_mismatch"
+            message = f"scene range {start}..{end} != scene chunk {chunk.chunk_id} range {first}..{last}"
+            problem = "Its range does not cover exactly the whole excerpt."
+        out.add(code, where, message, Correction(who, ranges, problem, _required_range(first, last)))
+    return out.issues()
+
+
+def durable_record(rec: SceneRecord) -> dict:
+    return {
+        "source_id": rec.source_id,
+        "kind": rec.kind,
+        "title": rec.title,
+        "summary": rec.summary,
+        "start_unit_id": rec.start_unit_id,
+        "end_unit_id": rec.end_unit_id,
+    }
+
+
+def durable_scene_schema() -> dict:
+    """The durable record: the LLM scene item plus the ``source_id`` of the transcript."""
+    item = copy.deepcopy(load_json_asset(llm_schema_path(KEY))["properties"][LIST_FIELD]["items"])
+    item["properties"] = {"source_id": {"type": "string"}, **item["properties"]}
+    item["required"] = ["source_id", *item["required"]]
+    return item
+
+
+def describe_raw_record(raw: Any) -> str | None:
+    title = raw_text(raw, "title")
+    return None if title is None else _subject(title, None)
+
+
+SPEC = FamilySpec(
+    key=KEY,
+    role=ROLE_SCENE,
+    chunk_kind="scene",
+    response_model=SceneDescriptionsResponse,
+    list_field=LIST_FIELD,
+    policy_version="scene-descriptions-policy-1",
+    enums={"kind": SCENE_KINDS},
+    adapt=adapt,
+    validators=(validate_scene_count, validate_shape, validate_range),
+    durable_record=durable_record,
+    describe_raw_record=describe_raw_record,
+    durable_record_schema=durable_scene_schema(),
+    policy_extras={"scenes_per_chunk": SCENES_PER_CHUNK, "exact_range": "chunk_first_last"},
+)
