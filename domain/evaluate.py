@@ -13,7 +13,7 @@ from functools import lru_cache
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import evidence_is_canonical
+from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.issues import Issue
@@ -72,4 +72,9 @@ def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[
         if refs is not None and not evidence_is_canonical(index, tuple(refs)):
             found.append(Issue("invariant.evidence", "evidence_not_canonical", f"records[{n}].evidence",
                                "canonical evidence is not sorted, forward and de-duplicated", None))
+    recorded = [ref for record in adapted.records for ref in (getattr(record, "evidence", None) or ())]
+    if recorded and earliest_evidence_unit_id(index, recorded) != adapted.earliest_evidence_unit_id:
+        found.append(Issue("invariant.earliest", "earliest_evidence_inconsistent", "earliest_evidence_unit_id",
+                           f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match the records",
+                           None))
     return tuple(found)

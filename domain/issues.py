@@ -175,8 +175,15 @@ def render_guidance(issues: Sequence[Issue], opening: str = GUIDANCE_OPENING) ->
     return head + "\n".join(body) + tail
 
 
+MAX_SUBJECTS_PER_LINE = 8
+
+
 def _correction_line(subjects: list[str], problem: str, fix: str) -> str:
-    who = subjects[0] if len(subjects) == 1 else "; ".join(subjects)
+    # One instruction shared by many records names a bounded few, so the line
+    # always fits the character bound and is never dropped whole.
+    shown = subjects[:MAX_SUBJECTS_PER_LINE]
+    more = len(subjects) - len(shown)
+    who = "; ".join(shown) + (f"; and {more} more record{'s' if more != 1 else ''} with the same problem" if more else "")
     return f"- {who}: {problem} {fix}".rstrip()
 
 

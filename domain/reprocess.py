@@ -122,7 +122,7 @@ def parse_candidate(line: bytes) -> Candidate:
             raise EnvelopeError(f"candidate field '{key}' is blank")
     attempt = record.get("attempt")
     if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT_NUMBER:
-        raise EnvelopeError(f"candidate attempt {attempt!r} is not a positive integer")
+        raise EnvelopeError(f"candidate attempt {attempt!r} is not an integer from 1 to {MAX_ATTEMPT_NUMBER}")
     producer = record.get("producer")
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise EnvelopeError("candidate producer must be an object with string 'provider' and 'model'")

@@ -96,6 +96,8 @@ def run(argv: Sequence[str] | None = None) -> dict:
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
+    if opts.max_attempts < 1:
+        raise SystemExit("--max-attempts must be at least 1")
     for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
         if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
             raise SystemExit(f"{flag} {pattern!r} matches no files")

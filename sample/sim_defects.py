@@ -169,7 +169,7 @@ def _probability(name: str, raw: str) -> float:
 class ChunkShape:
     """The chunk facts that decide which defects can be injected."""
     unit_count: int
-    renumbered: bool      # inside a region whose ids fall with document position
+    renumbered: bool      # some id is smaller than the one before it (renumbered region)
     has_outside: bool     # the source has units outside this chunk
 
 
@@ -201,12 +201,22 @@ def is_failing(kinds: Iterable[DefectKind]) -> bool:
 CONFLICTS = {K.SCENE_RANGE_MISMATCH: K.SCENE_REVERSED_RANGE}
 
 
-def draw_defects(rng: random.Random, applicable: Sequence[DefectKind],
+# The kinds applicable to a slot, each with its rate (computed once per shape).
+RatedKinds = tuple[tuple[DefectKind, float], ...]
+
+
+def rated(applicable: Sequence[DefectKind], rates: DefectRates) -> RatedKinds:
+    return tuple((kind, rates.rate(kind)) for kind in applicable)
+
+
+def draw_defects(rng: random.Random, kinds: RatedKinds,
                  rates: DefectRates) -> tuple[DefectKind, ...]:
     """Independent draws per kind, plus a compound draw of 2-3 semantic kinds."""
-    drawn = [kind for kind in applicable if rng.random() < rates.rate(kind)]
+    drawn = [kind for kind, rate in kinds if rng.random() < rate]
     if rng.random() < rates.multiple_defects:
-        drawn += _several_semantic(rng, applicable, drawn)
+        drawn += _several_semantic(rng, [kind for kind, _ in kinds], drawn)
+    if not drawn:
+        return ()
     return _in_kind_order(_without_conflicts(drawn))
 
 
@@ -232,38 +242,34 @@ def _without_conflicts(kinds: Sequence[DefectKind]) -> list[DefectKind]:
     return [kind for kind in kinds if CONFLICTS.get(kind) not in kinds]
 
 
-def draw_benign(rng: random.Random, applicable: Sequence[DefectKind],
-                rates: DefectRates) -> tuple[DefectKind, ...]:
-    return tuple(kind for kind in applicable
-                 if kind in BENIGN_KINDS and rng.random() < rates.rate(kind))
+def draw_benign(rng: random.Random, kinds: RatedKinds) -> tuple[DefectKind, ...]:
+    return tuple(kind for kind, rate in kinds if kind in BENIGN_KINDS and rng.random() < rate)
 
 
-def draw_failing(rng: random.Random, applicable: Sequence[DefectKind],
+def draw_failing(rng: random.Random, kinds: RatedKinds,
                  rates: DefectRates) -> tuple[DefectKind, ...]:
     """A retry that fails again: fresh draws, forced to hold a blocking kind."""
-    drawn = draw_defects(rng, applicable, rates)
+    drawn = draw_defects(rng, kinds, rates)
     if is_failing(drawn):
         return drawn
-    blocking = [kind for kind in applicable if kind in BLOCKING_KINDS]
-    weights = [rates.rate(kind) or 1e-9 for kind in blocking]
-    forced = rng.choices(blocking, weights=weights)[0]
-    return _in_kind_order([*drawn, forced])
+    blocking = [(kind, rate) for kind, rate in kinds if kind in BLOCKING_KINDS]
+    forced = rng.choices([k for k, _ in blocking], weights=[r or 1e-9 for _, r in blocking])[0]
+    return _in_kind_order(_without_conflicts([*drawn, forced]))
 
 
-def plan_attempts(rng: random.Random, applicable: Sequence[DefectKind], rates: DefectRates,
+def plan_attempts(rng: random.Random, kinds: RatedKinds, rates: DefectRates,
                   model: AttemptModel) -> list[tuple[DefectKind, ...]]:
     """Defect kinds of each attempt of one slot, attempt 1 first."""
-    attempts = [draw_defects(rng, applicable, rates)]
+    attempts = [draw_defects(rng, kinds, rates)]
     while len(attempts) < model.max_attempts:
         if not is_failing(attempts[-1]):
             if rng.random() < model.superseded_attempt:
-                attempts.append(draw_benign(rng, applicable, rates))
+                attempts.append(draw_benign(rng, kinds))
             break
         if rng.random() >= model.retry_after_failure:
             break
         fixed = rng.random() < model.fix_on_retry
-        attempts.append(draw_benign(rng, applicable, rates) if fixed
-                        else draw_failing(rng, applicable, rates))
+        attempts.append(draw_benign(rng, kinds) if fixed else draw_failing(rng, kinds, rates))
     return attempts
 
 

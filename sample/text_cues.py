@@ -56,7 +56,7 @@ castle tavern inn river lake sea vale hold pass peak
 LOCATION_CUE_WORDS = frozenset("in to at from into through toward towards near reach".split())
 ITEM_CUE_WORDS = frozenset("his her my your their our wielding holding carrying".split())
 
-CAPITALISED = re.compile(r"\b([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,}){0,2})\b(?!['’]\w)")
+CAPITALISED = re.compile(r"(?<!['’])\b([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,}){0,2})\b(?!['’]\w)")
 WORD_BEFORE = re.compile(r"([A-Za-z]+)\W*$")
 LOWER_WORD = re.compile(r"\b[a-z][a-z]+\b")
 

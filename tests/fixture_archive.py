@@ -77,7 +77,7 @@ EXPECTED_OUTCOMES = {
 EXPECTED_DEAD_LETTER_REASONS = [
     "not valid JSON",  # garbage line
     "not valid UTF-8",  # odd bytes
-    "attempt '1' is not a positive integer",  # wrong type
+    "attempt '1' is not an integer from 1",  # wrong type
     "unknown source",  # no transcript
     "unknown chunk 'x-9'",
     "unknown family 'potions'",

@@ -68,3 +68,11 @@ def test_guidance_is_deterministic_and_bounded(spec):
     issues = [issue(n, problem=p) for n, p in spec]
     assert render_guidance(issues) == render_guidance(list(issues))
     assert len(render_guidance(issues)) <= MAX_GUIDANCE_CHARS
+
+
+def test_one_instruction_for_many_records_is_never_dropped():
+    same = [issue(n) for n in range(300)]
+    text = render_guidance(same)
+    assert "It is wrong." in text and '"S0"' in text
+    assert "292 more records with the same problem" in text
+    assert len(text) <= MAX_GUIDANCE_CHARS

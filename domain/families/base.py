@@ -33,7 +33,7 @@ class StrictModel(BaseModel):
     """Base of every LLM response model: strict types, no extra keys, frozen.
 
     It must accept and reject exactly what the family's LLM schema does
-    (tests/test_schema_model_agreement.py proves it by differential testing).
+    (tests/test_family_contracts.py proves it by differential testing).
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)

@@ -1,0 +1,398 @@
+"""SIMULATED producer: a test and demo double, NOT a model.
+
+It reads transcript records (SPEC §3.1) and writes what an archive of raw
+LLM extraction responses could look like (SPEC §3.2): one candidate record
+per producer attempt for every per-chunk family, with content taken from the
+chunk text (SRD spells and monsters mentioned, speakers, capitalised names)
+and defects injected at known rates (`sample.sim_defects.DefectRates`). A
+separate ground-truth file says, per candidate, which defects were injected
+and whether the candidate should pass validation after endpoint
+canonicalization.
+
+Everything is deterministic: each source draws from an RNG seeded by
+(seed, source_id) and each slot from (seed, source_id, chunk_id, family), so
+the same arguments give byte-identical files, independent of input order.
+
+    python -m sample.simulated_producer --transcripts FILE \\
+        --candidates-out FILE --truth-out FILE [--transcripts-out FILE] \\
+        [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
+        [--defect-rate NAME=P ...]
+
+Ground truth, one JSON line per candidate:
+    {"candidate_id", "family", "source_id", "chunk_id", "attempt",
+     "defects": [{"kind", "record_name", "range": [start, end] | null}, ...],
+     "expected_pass": bool}
+Benign kinds (`sim_defects.BENIGN_KINDS`) are listed in `defects` too but
+do not make `expected_pass` false.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import orjson
+
+from sample.jsonl import dumps_line, open_output, read_jsonl
+from sample.sim_defects import (
+    EXTRACTION_FAMILIES, FAMILIES, OCCURRENCE_FAMILIES, REGISTRY_FAMILIES, SCENES,
+    AttemptModel, ChunkShape, DefectKind, DefectRates, RatedKinds, applicable_kinds, is_failing,
+    plan_attempts, rated, with_overrides,
+)
+from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
+                                clean_records, inject)
+from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
+                                planned_chunk_counts, prepare_source, seed_int, source_slots)
+from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
+
+Fingerprints = Callable[[str], tuple[str, str]]
+
+PRODUCER = {"provider": "simulated", "model": "sim-1"}
+BASE_TIME = datetime(2026, 10, 1, 12, 0, 0, tzinfo=timezone.utc)
+RECEIVED_SPREAD_SECONDS = 21 * 24 * 3600
+RETRY_DELAY_SECONDS = 5400
+REGISTRY_KIND = {"npc-registry": NPC, "item-registry": ITEM, "location-registry": LOCATION}
+OCCURRENCE_KIND = {"npc-occurrences": NPC, "item-occurrences": ITEM,
+                   "location-occurrences": LOCATION}
+DEFAULT_FINGERPRINTS = "domain.assets:current_fingerprints"
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    seed: int = 7
+    rates: DefectRates = field(default_factory=DefectRates)
+    attempts: AttemptModel = field(default_factory=AttemptModel)
+    keep_probability: float = 1.0   # fraction of slots produced (from --candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    """One candidate and its ground truth."""
+    candidate: dict
+    truth: dict
+
+
+@dataclass(frozen=True, slots=True)
+class SlotResult:
+    emitted: list[Emitted]
+    accepted_response: dict | None   # the response of the earliest passing attempt
+
+
+def candidate_id(source_id: str, chunk_id: str, family: str, attempt: int) -> str:
+    key = f"{source_id}\x1f{chunk_id}\x1f{family}\x1f{attempt}".encode()
+    return "c-" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def stale_fingerprint(current: str, family: str) -> str:
+    """A fingerprint string from an earlier prompt revision."""
+    return "sha256:" + hashlib.sha256(f"previous:{family}:{current}".encode()).hexdigest()
+
+
+def received_at(slot_seed: int, attempt: int) -> str:
+    offset = slot_seed % RECEIVED_SPREAD_SECONDS + (attempt - 1) * RETRY_DELAY_SECONDS
+    return (BASE_TIME + timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_response(response: dict, kinds: Sequence[DefectKind], rng: random.Random) -> str:
+    """The provider's text: compact JSON, or the odd-but-valid byte variants."""
+    kinds = set(kinds)
+    if DefectKind.CRLF_WHITESPACE in kinds:
+        text = json.dumps(response, indent=2, ensure_ascii=rng.random() < 0.3)
+        text = text.replace("\n", "\r\n")  # only whitespace: JSON strings escape \n
+    elif DefectKind.NON_BMP_TEXT in kinds and rng.random() < 0.5:
+        text = json.dumps(response, ensure_ascii=True)  # emoji as \ud83d\udc09 pairs
+    else:
+        text = orjson.dumps(response).decode()
+    if DefectKind.TRUNCATED_JSON in kinds:
+        text = text[:rng.randint(max(1, len(text) // 3), len(text) - 1)]
+    if DefectKind.UTF8_BOM in kinds:
+        text = "\ufeff" + text
+    return text
+
+
+class SimulatedProducer:
+    """Turns prepared sources into candidate and ground-truth records."""
+
+    def __init__(self, config: ProducerConfig, fingerprints: Fingerprints,
+                 finder: CueFinder | None = None) -> None:
+        self.config = config
+        self._fingerprints = fingerprints
+        self._fingerprint_cache: dict[str, tuple[str, str]] = {}
+        self._applicable: dict[tuple[str, ChunkShape], RatedKinds] = {}
+        self.finder = finder or CueFinder()
+        self._source_cues: dict[int, SourceCues] = {}
+
+    # ---------------------------------------------------------------- per source
+    def source_cues(self, input_index: int, base_units: Sequence[dict]) -> SourceCues:
+        cues = self._source_cues.get(input_index)
+        if cues is None:
+            cues = self._source_cues[input_index] = SourceCues(
+                self.finder, [u["speaker"] for u in base_units], [u["text"] for u in base_units])
+        return cues
+
+    def candidates(self, prepared: PreparedSource, cues: SourceCues) -> Iterator[Emitted]:
+        """Registries first (occurrences need to know which names get accepted)."""
+        source = SourceView.of(prepared.record, cues)
+        views: dict[str, ChunkView] = {}
+
+        def view_of(chunk: dict) -> ChunkView:
+            if chunk["chunk_id"] not in views:
+                views[chunk["chunk_id"]] = ChunkView.of(source, chunk)
+            return views[chunk["chunk_id"]]
+
+        chunks = prepared.record["chunks"]
+        extraction = [c for c in chunks if c["kind"] == "extraction"]
+        scenes = [c for c in chunks if c["kind"] == "scene"]
+        book = RegistryBook()
+        registries: dict[tuple[str, str], list[Emitted]] = {}
+        for chunk in extraction:
+            for family in REGISTRY_FAMILIES:
+                result = self.slot(source.source_id, chunk, family, view_of, book)
+                registries[chunk["chunk_id"], family] = result.emitted
+                if result.accepted_response is not None:
+                    records = next(iter(result.accepted_response.values()))
+                    book.accept(REGISTRY_KIND[family], chunk["chunk_id"], records)
+        for chunk in extraction:
+            for family in EXTRACTION_FAMILIES:
+                if family in REGISTRY_FAMILIES:
+                    yield from registries.pop((chunk["chunk_id"], family))
+                elif family in OCCURRENCE_FAMILIES and book.is_empty(OCCURRENCE_KIND[family]):
+                    continue  # nothing accepted to refer to: the pipeline would defer these
+                else:
+                    yield from self.slot(source.source_id, chunk, family, view_of, book).emitted
+        for chunk in scenes:
+            yield from self.slot(source.source_id, chunk, SCENES, view_of, book).emitted
+
+    # ---------------------------------------------------------------- per slot
+    def slot(self, source_id: str, chunk: dict, family: str,
+             view_of: Callable[[dict], ChunkView], book: RegistryBook) -> SlotResult:
+        slot_seed = seed_int(self.config.seed, source_id, chunk["chunk_id"], family)
+        rng = random.Random(slot_seed)
+        if rng.random() >= self.config.keep_probability:
+            return SlotResult([], None)
+        view = view_of(chunk)
+        shape = ChunkShape(len(view.unit_ids), view.renumbered, view.has_outside)
+        plan = plan_attempts(rng, self.applicable(family, shape), self.config.rates,
+                             self.config.attempts)
+        clean = clean_records(family, view, rng, book)
+        emitted, accepted = [], None
+        for attempt, kinds in enumerate(plan, start=1):
+            response, defects = inject(family, view, rng, book, clean, kinds)
+            passes = not is_failing(kinds)
+            if passes and accepted is None:
+                accepted = response
+            candidate = self.envelope(source_id, chunk["chunk_id"], family, attempt,
+                                      render_response(response, kinds, rng), kinds, slot_seed)
+            truth = {"candidate_id": candidate["candidate_id"], "family": family,
+                     "source_id": source_id, "chunk_id": chunk["chunk_id"], "attempt": attempt,
+                     "defects": [defect.to_json() for defect in defects],
+                     "expected_pass": passes}
+            emitted.append(Emitted(candidate, truth))
+        return SlotResult(emitted, accepted)
+
+    def applicable(self, family: str, shape: ChunkShape) -> RatedKinds:
+        key = (family, shape)
+        if key not in self._applicable:
+            self._applicable[key] = rated(applicable_kinds(family, shape), self.config.rates)
+        return self._applicable[key]
+
+    def fingerprints(self, family: str) -> tuple[str, str]:
+        if family not in self._fingerprint_cache:
+            self._fingerprint_cache[family] = tuple(self._fingerprints(family))
+        return self._fingerprint_cache[family]
+
+    def envelope(self, source_id: str, chunk_id: str, family: str, attempt: int,
+                 raw_response: str, kinds: Sequence[DefectKind], slot_seed: int) -> dict:
+        prompt, schema = self.fingerprints(family)
+        if DefectKind.STALE_PROMPT_FINGERPRINT in kinds:
+            prompt = stale_fingerprint(prompt, family)
+        return {"candidate_id": candidate_id(source_id, chunk_id, family, attempt),
+                "family": family, "source_id": source_id, "chunk_id": chunk_id,
+                "attempt": attempt, "producer": PRODUCER,
+                "prompt_fingerprint": prompt, "schema_fingerprint": schema,
+                "raw_response": raw_response, "received_at": received_at(slot_seed, attempt)}
+
+
+# -------------------------------------------------------------------- sizing
+
+def mean_attempts_per_slot(config: ProducerConfig, samples: int = 4000) -> float:
+    """Estimated candidates per slot under these rates (a fixed-seed simulation)."""
+    rng = random.Random(seed_int("calibration", config.seed))
+    shape = ChunkShape(30, False, True)
+    weights = [9 if family in EXTRACTION_FAMILIES else 1 for family in FAMILIES]
+    total = 0
+    for _ in range(samples):
+        family = rng.choices(FAMILIES, weights=weights)[0]
+        kinds = rated(applicable_kinds(family, shape), config.rates)
+        total += len(plan_attempts(rng, kinds, config.rates, config.attempts))
+    return total / samples
+
+
+def slots_of(seed: int, inputs: Sequence[dict], slots: Sequence[SourceSlot],
+             options: SourceOptions) -> int:
+    total = 0
+    for slot in slots:
+        extraction, scene = planned_chunk_counts(seed, inputs[slot.input_index], slot.source_id,
+                                                 options)
+        total += len(EXTRACTION_FAMILIES) * extraction + scene
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    source_count: int
+    keep_probability: float
+    expected_candidates: float
+
+
+def plan_size(inputs: Sequence[dict], config: ProducerConfig, options: SourceOptions,
+              sources: int | None, target: int | None) -> Sizing:
+    """How many sources, and which fraction of slots, reach about `target` candidates."""
+    per_slot = mean_attempts_per_slot(config)
+    count = sources or len(inputs)
+    full = slots_of(config.seed, inputs, source_slots(inputs, count), options) * per_slot
+    if target and not sources and full < target:
+        per_source = full / count
+        count = max(count, math.ceil(target / per_source))
+        full = slots_of(config.seed, inputs, source_slots(inputs, count), options) * per_slot
+    keep = min(1.0, target / full) if target and full else 1.0
+    return Sizing(count, keep, full * keep)
+
+
+# -------------------------------------------------------------------- running
+
+@dataclass
+class RunStats:
+    sources: int = 0
+    candidates: int = 0
+    passing: int = 0
+    defects: Counter = field(default_factory=Counter)
+    families: Counter = field(default_factory=Counter)
+
+
+def run(inputs: Sequence[dict], config: ProducerConfig, options: SourceOptions,
+        fingerprints: Fingerprints, candidates_out: Path, truth_out: Path,
+        transcripts_out: Path | None = None, source_count: int | None = None) -> RunStats:
+    """Write candidates, truth (and transcripts); one source at a time."""
+    producer = SimulatedProducer(config, fingerprints)
+    stats = RunStats()
+    with ExitStack() as stack:
+        candidates_file = stack.enter_context(open_output(candidates_out))
+        truth_file = stack.enter_context(open_output(truth_out))
+        transcripts_file = (stack.enter_context(open_output(transcripts_out))
+                            if transcripts_out else None)
+        for slot in source_slots(inputs, source_count or len(inputs)):
+            base = inputs[slot.input_index]
+            prepared = prepare_source(config.seed, slot, base, options)
+            if transcripts_file is not None:
+                transcripts_file.write(dumps_line(prepared.record))
+            cues = producer.source_cues(slot.input_index, base["units"])
+            stats.sources += 1
+            for item in producer.candidates(prepared, cues):
+                candidates_file.write(dumps_line(item.candidate))
+                truth_file.write(dumps_line(item.truth))
+                _count(stats, item.truth)
+    return stats
+
+
+def _count(stats: RunStats, truth: dict) -> None:
+    stats.candidates += 1
+    stats.passing += truth["expected_pass"]
+    stats.families[truth["family"]] += 1
+    stats.defects.update(defect["kind"] for defect in truth["defects"])
+
+
+def load_fingerprints(spec: str) -> Fingerprints:
+    """`module:function`, imported only when the CLI needs it."""
+    module_name, _, function_name = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise SystemExit(f"cannot import {module_name} for current fingerprints "
+                         f"({error}); pass --fingerprints MODULE:FUNCTION") from error
+    return getattr(module, function_name)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sample.simulated_producer",
+        description="SIMULATED producer (a test/demo double, not a model): writes raw "
+                    "model-candidate records with injected defects, plus ground truth.")
+    parser.add_argument("--transcripts", required=True, nargs="+", type=Path,
+                        help="transcript records (.jsonl or .jsonl.gz)")
+    parser.add_argument("--candidates-out", required=True, type=Path)
+    parser.add_argument("--truth-out", required=True, type=Path)
+    parser.add_argument("--transcripts-out", "--output-transcripts", type=Path,
+                        help="the transcripts the candidates refer to (needed with --sources "
+                             "beyond the inputs or --min-units; enables renumbered regions)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sources", type=int, help="number of sources (inputs are cycled)")
+    parser.add_argument("--candidates", type=int, help="approximate number of candidates")
+    parser.add_argument("--min-units", type=int, default=0,
+                        help="pad shorter transcripts (repeating turns) to this many units")
+    parser.add_argument("--max-units", type=int, default=0,
+                        help="with --min-units: per-source target drawn from [min, max]")
+    parser.add_argument("--extraction-chunk-units", type=int, default=30)
+    parser.add_argument("--scene-chunk-units", type=int, default=120)
+    parser.add_argument("--defect-rate", action="append", default=[], metavar="NAME=P",
+                        help="override a DefectRates or AttemptModel field (repeatable)")
+    parser.add_argument("--fingerprints", default=DEFAULT_FINGERPRINTS, metavar="MODULE:FUNC",
+                        help="callable family -> (prompt_fingerprint, schema_fingerprint)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        rates, attempts = with_overrides(DefectRates(), AttemptModel(), args.defect_rate)
+    except ValueError as error:
+        raise SystemExit(str(error)) from error
+    inputs = [record for path in args.transcripts for record in read_jsonl(path)]
+    if not inputs:
+        raise SystemExit("no transcript records in --transcripts")
+    writes_transcripts = args.transcripts_out is not None
+    options = SourceOptions(min_units=args.min_units, max_units=args.max_units,
+                            extraction_units=args.extraction_chunk_units,
+                            scene_units=args.scene_chunk_units,
+                            renumber_rate=rates.renumbered_source if writes_transcripts else 0.0)
+    config = ProducerConfig(seed=args.seed, rates=rates, attempts=attempts)
+    sizing = plan_size(inputs, config, options, args.sources, args.candidates)
+    if not writes_transcripts and (sizing.source_count > len(inputs) or args.min_units):
+        raise SystemExit("these options create sources the input does not have; "
+                         "pass --transcripts-out FILE so the pipeline can read them")
+    config = ProducerConfig(seed=args.seed, rates=rates, attempts=attempts,
+                            keep_probability=sizing.keep_probability)
+    if args.candidates and sizing.expected_candidates < 0.9 * args.candidates:
+        print(f"note: about {sizing.expected_candidates:.0f} candidates fit in "
+              f"{sizing.source_count} sources; raise --sources or --min-units for more",
+              file=sys.stderr)
+    started = time.perf_counter()
+    stats = run(inputs, config, options, fingerprints or load_fingerprints(args.fingerprints),
+                args.candidates_out, args.truth_out, args.transcripts_out, sizing.source_count)
+    elapsed = time.perf_counter() - started
+    _report(stats, elapsed)
+    return 0
+
+
+def _report(stats: RunStats, elapsed: float) -> None:
+    rate = stats.candidates / elapsed if elapsed else 0.0
+    print(f"simulated {stats.candidates} candidates over {stats.sources} sources in "
+          f"{elapsed:.1f}s ({rate:.0f}/s); {stats.passing} expected to pass", file=sys.stderr)
+    for kind, count in sorted(stats.defects.items()):
+        print(f"  {kind}: {count}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
