@@ -52,10 +52,10 @@ flink_home = _cluster.flink_home
 
 def flink_version() -> str:
     """The Flink line used by both the job server and the session cluster."""
-    return _fetch.resolve_flink_version()
+    return str(_fetch.resolve_flink_version())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ensure_job_server_jar() -> tuple[str | None, str]:
     """(path to Beam's Flink job server jar, how it was found) or (None, why not).
 
@@ -87,8 +87,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def flink_pipeline_args(job_server_jar: str, flink_master: str = "[local]",
-                        parallelism: int = 2) -> list[str]:
+def flink_pipeline_args(
+    job_server_jar: str, flink_master: str = "[local]", parallelism: int = 2
+) -> list[str]:
     """Pipeline options for FlinkRunner with Python workers in this process.
 
     LOOPBACK: the SDK harness runs inside the submitting (pytest) process, so

@@ -59,7 +59,9 @@ def beam_version() -> str:
     except importlib.metadata.PackageNotFoundError as e:
         raise FetchError(
             f"apache-beam is not installed for {sys.executable}; run this script "
-            "with the project's virtualenv python", EXIT_BEAM) from e
+            "with the project's virtualenv python",
+            EXIT_BEAM,
+        ) from e
 
 
 def published_flink_versions() -> list[str]:
@@ -71,15 +73,20 @@ def published_flink_versions() -> list[str]:
     """
     spec = importlib.util.find_spec("apache_beam")
     if spec is None or not spec.submodule_search_locations:
-        raise FetchError("apache_beam package not importable", EXIT_BEAM)
+        raise FetchError(
+            f"apache_beam is not importable from {sys.executable}; run this "
+            "script with the project's virtualenv python",
+            EXIT_BEAM,
+        )
     src = Path(list(spec.submodule_search_locations)[0]) / "options" / "pipeline_options.py"
     tree = ast.parse(src.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "FlinkRunnerOptions":
             for stmt in node.body:
-                if (isinstance(stmt, ast.Assign)
-                        and any(isinstance(t, ast.Name) and t.id == "PUBLISHED_FLINK_VERSIONS"
-                                for t in stmt.targets)):
+                if isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "PUBLISHED_FLINK_VERSIONS"
+                    for t in stmt.targets
+                ):
                     versions = ast.literal_eval(stmt.value)
                     if isinstance(versions, list) and versions:
                         return [str(v) for v in versions]
@@ -96,7 +103,9 @@ def resolve_flink_version(requested: str | None = None) -> str:
     if version not in published:
         raise FetchError(
             f"Flink {version} has no Beam job server; Beam {beam_version()} "
-            f"publishes {', '.join(published)}", EXIT_BEAM)
+            f"publishes {', '.join(published)}",
+            EXIT_BEAM,
+        )
     return version
 
 
@@ -105,7 +114,9 @@ def maven_version(version: str) -> str:
     if ".dev" in version:
         raise FetchError(
             f"apache-beam {version} is a dev build; no job server jar is published "
-            "for it (build it from the Beam source tree)", EXIT_BEAM)
+            "for it (build it from the Beam source tree)",
+            EXIT_BEAM,
+        )
     # Release candidates are published as the final version number.
     return version.split("rc")[0] if "rc" in version else version
 
@@ -114,8 +125,7 @@ def artifact_id(flink_version: str) -> str:
     return f"beam-runners-flink-{flink_version}-job-server"
 
 
-def jar_path(flink_version: str, version: str | None = None,
-             cache_dir: Path | None = None) -> Path:
+def jar_path(flink_version: str, version: str | None = None, cache_dir: Path | None = None) -> Path:
     """The exact file Beam's FlinkRunner looks for in its jar cache.
 
     JavaJarServer.local_jar() uses ``os.path.basename(url)`` of the Maven URL,
@@ -140,11 +150,15 @@ def find_java() -> str | None:
 def _maven_failure_reason(output: str) -> str:
     """The one informative phrase of a failed Maven run."""
     output = re.sub(r"\x1b\[[0-9;]*m", "", output)  # ANSI colours, just in case
-    for marker in ("Could not find artifact", "Could not transfer artifact",
-                   "was not found in", "Couldn't download artifact"):
+    for marker in (
+        "Could not find artifact",
+        "Could not transfer artifact",
+        "was not found in",
+        "Couldn't download artifact",
+    ):
         for line in output.splitlines():
             if marker in line:
-                return line[line.index(marker):].strip()
+                return line[line.index(marker) :].strip()
     errors = [ln for ln in output.splitlines() if ln.startswith("[ERROR]")]
     return (errors[0] if errors else output.strip()[-500:]).replace("[ERROR]", "").strip()
 
@@ -156,28 +170,44 @@ def fetch(flink_version: str, cache_dir: Path | None = None, timeout_s: float = 
         return target  # Already cached: nothing to do.
 
     if find_java() is None:
-        raise FetchError("Java not found (neither $JAVA_HOME/bin/java nor java on PATH); "
-                         "the Flink job server is a Java program (install a JDK 11+, e.g. "
-                         "apt-get install openjdk-17-jdk-headless)", EXIT_TOOLS)
+        raise FetchError(
+            "Java not found (neither $JAVA_HOME/bin/java nor java on PATH); "
+            "the Flink job server is a Java program (install a JDK 11+, e.g. "
+            "apt-get install openjdk-17-jdk-headless)",
+            EXIT_TOOLS,
+        )
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise FetchError("Maven (mvn) not found on PATH; it is used to fetch the job server "
-                         "jar (apt-get install maven)", EXIT_TOOLS)
+        raise FetchError(
+            "Maven (mvn) not found on PATH; it is used to fetch the job server "
+            "jar (apt-get install maven)",
+            EXIT_TOOLS,
+        )
 
     coords = f"{BEAM_GROUP_ID}:{artifact_id(flink_version)}:{maven_version(beam_version())}:jar"
     target.parent.mkdir(parents=True, exist_ok=True)
     # Download next to the target and rename, so a concurrent reader (Beam or a
     # second fetch) never sees a half-written jar.
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-        cmd = [mvn, "-B", "-U", "-q", "-Dstyle.color=never", "dependency:copy", f"-Dartifact={coords}",
-               f"-DoutputDirectory={tmp}", "-Dmdep.overWriteReleases=true"]
+        cmd = [
+            mvn,
+            "-B",
+            "-U",
+            "-q",
+            "-Dstyle.color=never",
+            "dependency:copy",
+            f"-Dartifact={coords}",
+            f"-DoutputDirectory={tmp}",
+            "-Dmdep.overWriteReleases=true",
+        ]
         print(f"fetching {coords} with Maven ...", file=sys.stderr)
         try:
             # cwd=tmp: never pick up a pom.xml from the caller's directory.
             proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
-            raise FetchError(f"Maven timed out after {timeout_s:.0f}s fetching {coords}",
-                             EXIT_FETCH) from e
+            raise FetchError(
+                f"Maven timed out after {timeout_s:.0f}s fetching {coords}", EXIT_FETCH
+            ) from e
         downloaded = Path(tmp) / target.name
         if proc.returncode != 0 or not downloaded.is_file():
             reason = _maven_failure_reason(proc.stdout + proc.stderr)
@@ -188,12 +218,20 @@ def fetch(flink_version: str, cache_dir: Path | None = None, timeout_s: float = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flink-version",
-                        help=f"Flink minor line (default: ${FLINK_VERSION_ENV} or Beam's default)")
-    parser.add_argument("--jar-cache-dir", type=Path,
-                        help="Beam's --jar_cache_dir (default: ~/.apache_beam/cache/jars)")
-    parser.add_argument("--check", action="store_true",
-                        help="only print the expected path; exit 1 if it is not cached")
+    parser.add_argument(
+        "--flink-version",
+        help=f"Flink minor line (default: ${FLINK_VERSION_ENV} or Beam's default)",
+    )
+    parser.add_argument(
+        "--jar-cache-dir",
+        type=Path,
+        help="Beam's --jar_cache_dir (default: ~/.apache_beam/cache/jars)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only print the expected path; exit 1 if it is not cached",
+    )
     args = parser.parse_args(argv)
     try:
         flink_version = resolve_flink_version(args.flink_version)

@@ -44,10 +44,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 # Newest patch release on PyPI of apache-flink-libraries for each Flink line
 # Beam publishes a job server for. Pinned (not "latest") so every machine runs
@@ -125,7 +126,7 @@ _fjs = _load_fetch_module()
 def resolve_flink_version(requested: str | None = None) -> str:
     """The Flink minor line, by the same rule the job server fetch uses."""
     try:
-        return _fjs.resolve_flink_version(requested)
+        return str(_fjs.resolve_flink_version(requested))
     except _fjs.FetchError as e:
         raise ClusterError(str(e)) from e
 
@@ -134,11 +135,14 @@ def patch_release(flink_version: str) -> str:
     try:
         return FLINK_PATCH_RELEASES[flink_version]
     except KeyError:
-        raise ClusterError(f"no pinned apache-flink-libraries release for Flink {flink_version}; "
-                           f"known: {', '.join(FLINK_PATCH_RELEASES)}") from None
+        raise ClusterError(
+            f"no pinned apache-flink-libraries release for Flink {flink_version}; "
+            f"known: {', '.join(FLINK_PATCH_RELEASES)}"
+        ) from None
 
 
 # ---------------------------------------------------------------- Flink jars --
+
 
 def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path:
     """Directory with ``lib/*.jar`` and ``bin/bash-java-utils.jar`` for the line.
@@ -155,16 +159,30 @@ def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path
     with tempfile.TemporaryDirectory(dir=CACHE_ROOT, prefix=f".{release}-") as tmp:
         tmp_path = Path(tmp)
         if not quiet:
-            print(f"downloading apache-flink-libraries=={release} sdist from PyPI ...",
-                  file=sys.stderr)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", f"apache-flink-libraries=={release}",
-               "-d", str(tmp_path / "sdist")]
+            print(
+                f"downloading apache-flink-libraries=={release} sdist from PyPI ...",
+                file=sys.stderr,
+            )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--disable-pip-version-check",
+            f"apache-flink-libraries=={release}",
+            "-d",
+            str(tmp_path / "sdist"),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         sdists = list((tmp_path / "sdist").glob("apache_flink_libraries-*.tar.gz"))
         if proc.returncode != 0 or not sdists:
-            raise ClusterError(f"pip could not download apache-flink-libraries=={release}: "
-                               f"{(proc.stderr or proc.stdout).strip()[-800:]}")
+            raise ClusterError(
+                f"pip could not download apache-flink-libraries=={release}: "
+                f"{(proc.stderr or proc.stdout).strip()[-800:]}"
+            )
         staged = tmp_path / "home"
         _extract_jars(sdists[0], staged)
         if not (staged / "lib" / f"flink-dist-{release}.jar").is_file():
@@ -187,7 +205,10 @@ def _extract_jars(sdist: Path, dest: Path) -> None:
             if not member.isfile() or len(parts) != 4 or parts[1] != "deps":
                 continue
             _, _, sub, name = parts
-            if (sub == "lib" and name.endswith(".jar")) or (sub, name) == ("bin", "bash-java-utils.jar"):
+            if (sub == "lib" and name.endswith(".jar")) or (sub, name) == (
+                "bin",
+                "bash-java-utils.jar",
+            ):
                 src = tar.extractfile(member)
                 assert src is not None
                 with src, open(dest / sub / name, "wb") as out:
@@ -202,6 +223,7 @@ def _classpath(home: Path) -> str:
 
 
 # ------------------------------------------------------------------ cluster --
+
 
 @dataclass
 class SessionCluster:
@@ -237,8 +259,10 @@ class SessionCluster:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Stop TaskManager then JobManager; SIGKILL whatever ignores SIGTERM."""
-        for pid, main_class in ((self.taskmanager_pid, TASKMANAGER_CLASS),
-                                (self.jobmanager_pid, JOBMANAGER_CLASS)):
+        for pid, main_class in (
+            (self.taskmanager_pid, TASKMANAGER_CLASS),
+            (self.jobmanager_pid, JOBMANAGER_CLASS),
+        ):
             _terminate(pid, main_class, timeout_s)
 
 
@@ -247,7 +271,8 @@ def _get_json(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
     # must not get in the way.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=timeout_s) as resp:
-        return json.load(resp)
+        data: dict[str, Any] = json.load(resp)
+        return data
 
 
 def _free_port() -> int:
@@ -297,11 +322,18 @@ def _java() -> str:
     java = _fjs.find_java()
     if java is None:
         raise ClusterError("Java not found (neither $JAVA_HOME/bin/java nor java on PATH)")
-    return java
+    return str(java)
 
 
-def _write_conf(conf_dir: Path, run_dir: Path, rest_port: int, rpc_port: int, slots: int,
-                jobmanager_memory: str, taskmanager_memory: str) -> None:
+def _write_conf(
+    conf_dir: Path,
+    run_dir: Path,
+    rest_port: int,
+    rpc_port: int,
+    slots: int,
+    jobmanager_memory: str,
+    taskmanager_memory: str,
+) -> None:
     conf_dir.mkdir(parents=True, exist_ok=True)
     settings = {
         # Loopback only, for every listening socket.
@@ -326,31 +358,64 @@ def _write_conf(conf_dir: Path, run_dir: Path, rest_port: int, rpc_port: int, sl
     }
     # Flat keys in config.yaml are valid for both Flink 1.19/1.20 and 2.x.
     (conf_dir / "config.yaml").write_text(
-        "".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items()))
+        "".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items())
+    )
     (conf_dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
     (conf_dir / "log4j-console.properties").write_text(LOG4J_PROPERTIES)
 
 
-def _resource_params(java: str, home: Path, conf_dir: Path, command: str) -> tuple[list[str], list[str]]:
+def _resource_params(
+    java: str, home: Path, conf_dir: Path, command: str
+) -> tuple[list[str], list[str]]:
     """(JVM flags, -D dynamic properties) that Flink computes from the memory config."""
     cp = os.pathsep.join([str(home / "bin" / "bash-java-utils.jar"), _classpath(home)])
-    proc = subprocess.run([java, "-cp", cp, BASH_JAVA_UTILS_CLASS, command,
-                           "--configDir", str(conf_dir)],
-                          capture_output=True, text=True, timeout=60)
-    results = [line[len(BASH_JAVA_UTILS_PREFIX):] for line in proc.stdout.splitlines()
-               if line.startswith(BASH_JAVA_UTILS_PREFIX)]
+    proc = subprocess.run(
+        [java, "-cp", cp, BASH_JAVA_UTILS_CLASS, command, "--configDir", str(conf_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    results = [
+        line[len(BASH_JAVA_UTILS_PREFIX) :]
+        for line in proc.stdout.splitlines()
+        if line.startswith(BASH_JAVA_UTILS_PREFIX)
+    ]
     if proc.returncode != 0 or len(results) < 2:
-        raise ClusterError(f"BashJavaUtils {command} failed: {(proc.stdout + proc.stderr)[-1500:]}")
+        output = (proc.stdout + proc.stderr).splitlines()
+        causes = [
+            ln.strip() for ln in output if "Exception" in ln and not ln.lstrip().startswith("at ")
+        ]
+        raise ClusterError(
+            f"BashJavaUtils {command} rejected the Flink config: "
+            + ("\n".join(causes) or "\n".join(output[-15:]))
+        )
     return shlex.split(results[-2]), shlex.split(results[-1])
 
 
-def _launch(java: str, home: Path, conf_dir: Path, log_dir: Path, name: str, main_class: str,
-            jvm_flags: list[str], dynamic: list[str]) -> subprocess.Popen[bytes]:
+def _launch(
+    java: str,
+    home: Path,
+    conf_dir: Path,
+    log_dir: Path,
+    name: str,
+    main_class: str,
+    jvm_flags: list[str],
+    dynamic: list[str],
+) -> subprocess.Popen[bytes]:
     log_file = log_dir / f"{name}.log"
-    cmd = [java, *jvm_flags, *JAVA17_MODULE_OPTS,
-           f"-Dlog.file={log_file}",
-           f"-Dlog4j.configurationFile=file:{conf_dir / 'log4j.properties'}",
-           "-cp", _classpath(home), main_class, "--configDir", str(conf_dir), *dynamic]
+    cmd = [
+        java,
+        *jvm_flags,
+        *JAVA17_MODULE_OPTS,
+        f"-Dlog.file={log_file}",
+        f"-Dlog4j.configurationFile=file:{conf_dir / 'log4j.properties'}",
+        "-cp",
+        _classpath(home),
+        main_class,
+        "--configDir",
+        str(conf_dir),
+        *dynamic,
+    ]
     run_dir = conf_dir.parent
     # No plugins are shipped; an empty dir keeps Flink from probing ./plugins
     # of whatever directory the caller happens to be in.
@@ -359,13 +424,27 @@ def _launch(java: str, home: Path, conf_dir: Path, log_dir: Path, name: str, mai
     with open(log_dir / f"{name}.out", "wb") as out:
         # Own session: a Ctrl-C in the caller's terminal does not hit the JVMs
         # half-way, and stop() addresses each JVM by its pid.
-        return subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            cwd=run_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
-def start_cluster(rest_port: int = 8081, *, flink_version: str | None = None, slots: int = 2,
-                  jobmanager_memory: str = "1024m", taskmanager_memory: str = "1536m",
-                  startup_timeout_s: float = 120.0, run_dir: Path | None = None) -> SessionCluster:
+def start_cluster(
+    rest_port: int = 8081,
+    *,
+    flink_version: str | None = None,
+    slots: int = 2,
+    jobmanager_memory: str = "1024m",
+    taskmanager_memory: str = "1536m",
+    startup_timeout_s: float = 120.0,
+    run_dir: Path | None = None,
+) -> SessionCluster:
     """Start JobManager + TaskManager; return once the TM's slots are registered.
 
     On any failure both processes are stopped before the error propagates.
@@ -375,8 +454,10 @@ def start_cluster(rest_port: int = 8081, *, flink_version: str | None = None, sl
     java = _java()
     home = flink_home(version)
     if _port_in_use(rest_port):
-        raise ClusterError(f"port {rest_port} on localhost is already in use "
-                           "(another Flink cluster? `session_cluster.py stop`)")
+        raise ClusterError(
+            f"port {rest_port} on localhost is already in use "
+            "(another Flink cluster? `session_cluster.py stop`)"
+        )
     if run_dir is None:
         (CACHE_ROOT / "run").mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix=f"{release}-{rest_port}-", dir=CACHE_ROOT / "run"))
@@ -386,17 +467,19 @@ def start_cluster(rest_port: int = 8081, *, flink_version: str | None = None, sl
     # A free RPC port rather than Flink's fixed 6123, so two clusters (or a
     # leftover one) on one machine do not collide; the TM learns it from config.
     rpc_port = _free_port()
-    _write_conf(conf_dir, run_dir, rest_port, rpc_port, slots, jobmanager_memory,
-                taskmanager_memory)
+    _write_conf(
+        conf_dir, run_dir, rest_port, rpc_port, slots, jobmanager_memory, taskmanager_memory
+    )
 
     jm_jvm, jm_dyn = _resource_params(java, home, conf_dir, "GET_JM_RESOURCE_PARAMS")
     tm_jvm, tm_dyn = _resource_params(java, home, conf_dir, "GET_TM_RESOURCE_PARAMS")
     jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, jm_jvm, jm_dyn)
     tm: subprocess.Popen[bytes] | None = None
-    cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir),
-                             jm.pid, -1)
+    cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir), jm.pid, -1)
     try:
-        tm = _launch(java, home, conf_dir, log_dir, "taskmanager", TASKMANAGER_CLASS, tm_jvm, tm_dyn)
+        tm = _launch(
+            java, home, conf_dir, log_dir, "taskmanager", TASKMANAGER_CLASS, tm_jvm, tm_dyn
+        )
         cluster.taskmanager_pid = tm.pid
         _wait_ready(cluster, {"jobmanager": jm, "taskmanager": tm}, startup_timeout_s)
     except BaseException:
@@ -409,42 +492,59 @@ def start_cluster(rest_port: int = 8081, *, flink_version: str | None = None, sl
     return cluster
 
 
-def _wait_ready(cluster: SessionCluster, procs: dict[str, subprocess.Popen[bytes]],
-                timeout_s: float) -> None:
+def _wait_ready(
+    cluster: SessionCluster, procs: dict[str, subprocess.Popen[bytes]], timeout_s: float
+) -> None:
     """Poll /overview until a TaskManager with all its slots is registered."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
         for name, proc in procs.items():
             if proc.poll() is not None:
-                raise ClusterError(f"Flink {name} exited with code {proc.returncode} during "
-                                   f"startup\n{cluster.log_tail()}")
+                raise ClusterError(
+                    f"Flink {name} exited with code {proc.returncode} during "
+                    f"startup\n{cluster.log_tail()}"
+                )
         try:
             overview = cluster.overview()
             last = overview
-            if overview.get("taskmanagers", 0) >= 1 and overview.get("slots-total", 0) >= cluster.slots:
+            if (
+                overview.get("taskmanagers", 0) >= 1
+                and overview.get("slots-total", 0) >= cluster.slots
+            ):
                 return
         except (urllib.error.URLError, OSError, ValueError) as e:
             last = e
         time.sleep(0.5)
-    raise ClusterError(f"Flink cluster not ready after {timeout_s:.0f}s (last: {last!r})\n"
-                       f"{cluster.log_tail()}")
+    raise ClusterError(
+        f"Flink cluster not ready after {timeout_s:.0f}s (last: {last!r})\n{cluster.log_tail()}"
+    )
 
 
 @contextlib.contextmanager
-def session_cluster(rest_port: int = 8081, *, flink_version: str | None = None, slots: int = 2,
-                    jobmanager_memory: str = "1024m", taskmanager_memory: str = "1536m",
-                    startup_timeout_s: float = 120.0, keep_logs: bool = False
-                    ) -> Iterator[SessionCluster]:
+def session_cluster(
+    rest_port: int = 8081,
+    *,
+    flink_version: str | None = None,
+    slots: int = 2,
+    jobmanager_memory: str = "1024m",
+    taskmanager_memory: str = "1536m",
+    startup_timeout_s: float = 120.0,
+    keep_logs: bool = False,
+) -> Iterator[SessionCluster]:
     """Run a session cluster for the duration of the block; always stop it.
 
     Logs stay under the run dir when the block raised (or keep_logs is set),
     and are removed otherwise.
     """
-    cluster = start_cluster(rest_port, flink_version=flink_version, slots=slots,
-                            jobmanager_memory=jobmanager_memory,
-                            taskmanager_memory=taskmanager_memory,
-                            startup_timeout_s=startup_timeout_s)
+    cluster = start_cluster(
+        rest_port,
+        flink_version=flink_version,
+        slots=slots,
+        jobmanager_memory=jobmanager_memory,
+        taskmanager_memory=taskmanager_memory,
+        startup_timeout_s=startup_timeout_s,
+    )
     failed = False
     try:
         yield cluster
@@ -461,17 +561,25 @@ def session_cluster(rest_port: int = 8081, *, flink_version: str | None = None, 
 
 # ---------------------------------------------------------------------- CLI --
 
+
 def _state_file(rest_port: int) -> Path:
     return CACHE_ROOT / "run" / f"cluster-{rest_port}.json"
 
 
 def _cli_start(args: argparse.Namespace) -> int:
-    cluster = start_cluster(args.rest_port, flink_version=args.flink_version, slots=args.slots,
-                            startup_timeout_s=args.timeout)
+    cluster = start_cluster(
+        args.rest_port,
+        flink_version=args.flink_version,
+        slots=args.slots,
+        startup_timeout_s=args.timeout,
+    )
     _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
-    print(f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
-          f"(JobManager pid {cluster.jobmanager_pid}, TaskManager pid {cluster.taskmanager_pid}, "
-          f"logs {cluster.run_dir}/log)", file=sys.stderr)
+    print(
+        f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
+        f"(JobManager pid {cluster.jobmanager_pid}, TaskManager pid {cluster.taskmanager_pid}, "
+        f"logs {cluster.run_dir}/log)",
+        file=sys.stderr,
+    )
     print(cluster.flink_master)
     return 0
 
@@ -490,8 +598,10 @@ def _cli_stop(args: argparse.Namespace) -> int:
         return 0
     cluster.stop()
     _state_file(args.rest_port).unlink(missing_ok=True)
-    print(f"stopped Flink cluster on port {args.rest_port} (logs kept in {cluster.run_dir}/log)",
-          file=sys.stderr)
+    print(
+        f"stopped Flink cluster on port {args.rest_port} (logs kept in {cluster.run_dir}/log)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -515,7 +625,9 @@ def _cli_fetch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Local Flink session cluster on loopback.")
-    parser.add_argument("--flink-version", help="Flink minor line (default: as fetch_job_server.py)")
+    parser.add_argument(
+        "--flink-version", help="Flink minor line (default: as fetch_job_server.py)"
+    )
     parser.add_argument("--rest-port", type=int, default=8081)
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start in the background; print the --flink_master value")
