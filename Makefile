@@ -23,3 +23,17 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info
+
+# Flink (see docs/running.md). FLINK_VERSION empty = Beam's default line.
+FLINK_VERSION ?=
+export NOTARIUS_FLINK_VERSION = $(FLINK_VERSION)
+.PHONY: flink-jar flink-up flink-down
+
+flink-jar: $(STAMP)  ## Beam's Flink job server jar -> ~/.apache_beam/cache/jars (through Maven)
+	$(BIN)/python scripts/flink/fetch_job_server.py
+
+flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI)
+	$(BIN)/python scripts/flink/session_cluster.py start
+
+flink-down:
+	$(BIN)/python scripts/flink/session_cluster.py stop
