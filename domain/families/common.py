@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from domain.assets import llm_schema_path, load_json_asset
 from domain.evidence import SourceRef, canonical_evidence, earliest_evidence_unit_id, span_within_chunk
 from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
-from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range
+from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range, render_ranges
 from domain.source import Chunk, DocumentIndex, Transcript
 
 
@@ -110,8 +110,6 @@ def check_source_references(
 
 def cited(refs: Sequence[SourceRef]) -> str:
     """A record's cited ranges in model words, bounded."""
-    from domain.issues import render_ranges
-
     return render_ranges((ref.start_unit_id, ref.end_unit_id) for ref in refs)
 
 
