@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml setup.py
 	touch $(STAMP)
 
 test: $(STAMP)
+	sh scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

@@ -1,0 +1,162 @@
+"""Read a job's output folder back (Avro or JSON Lines), and the archive it read.
+
+For the report, the retry-economy command and the tests. Plain file reading,
+no pipeline: an output folder is read whole, so this is for demo- and
+test-sized runs, not for full archives.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+from collections import defaultdict
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+import fastavro
+import orjson
+
+from domain.reprocess import EnvelopeError, parse_candidate
+from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
+from domain.source import Transcript, TranscriptError, parse_transcript
+
+OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
+
+
+# --- the job's outputs --------------------------------------------------------------------
+
+def read_rows(folder: Path) -> list[dict]:
+    rows: list[dict] = []
+    for path in sorted(Path(folder).glob("part-*")):
+        if path.suffix == ".avro":
+            with open(path, "rb") as handle:
+                rows.extend(fastavro.reader(handle))
+        else:
+            rows.extend(orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip())
+    return rows
+
+
+def read_outputs(out: Path) -> dict[str, list[dict]]:
+    out = Path(out)
+    result = {name: read_rows(out / name) for name in OUTPUTS}
+    for family_dir in sorted((out / "artifacts").iterdir()):
+        result[f"artifacts/{family_dir.name}"] = read_rows(family_dir)
+    return result
+
+
+def read_manifest(out: Path) -> dict:
+    return orjson.loads((Path(out) / "manifest.json").read_bytes())
+
+
+def canonical(rows: list[dict]) -> list[bytes]:
+    """Rows as sorted canonical JSON: equal outputs compare equal whatever the sharding."""
+    return sorted(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) for row in rows)
+
+
+# --- the archive ------------------------------------------------------------------------------
+
+def input_paths(pattern: str) -> list[str]:
+    """Files matching a glob; remote schemes (gs://, s3://) through Beam's filesystems."""
+    if "://" in pattern:
+        from apache_beam.io.filesystems import FileSystems
+
+        return sorted(m.path for result in FileSystems.match([pattern]) for m in result.metadata_list)
+    return sorted(glob.glob(pattern))
+
+
+def _open(path: str) -> IO[bytes]:
+    if "://" in path:
+        from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    else:
+        raw = open(path, "rb")
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if path.endswith(".bz2"):
+        return bz2.BZ2File(raw, mode="rb")
+    return raw
+
+
+def _utf8_bytes(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    raise TypeError
+
+
+def input_records(pattern: str) -> Iterator[bytes]:
+    """Each record of an input glob as one JSON line, as the job's read step sees it.
+
+    Records the job would dead-letter for their bytes (non-UTF-8 Avro text)
+    are skipped: they never reach an evaluation.
+    """
+    for path in input_paths(pattern):
+        with _open(path) as stream:
+            if path.endswith(".avro"):
+                for record in fastavro.reader(stream):
+                    try:
+                        yield orjson.dumps(record, default=_utf8_bytes)
+                    except (TypeError, UnicodeDecodeError):
+                        continue
+            else:
+                for line in stream:
+                    line = line.rstrip(b"\r\n")
+                    if line.strip():
+                        yield line
+
+
+def _source_id(line: bytes) -> str | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    value = record.get("source_id") if isinstance(record, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def read_transcripts(pattern: str, sources: Iterable[str] | None = None) -> dict[str, Transcript]:
+    """The usable transcript of each source (exactly one distinct record that parses)."""
+    wanted = None if sources is None else set(sources)
+    lines: dict[str, set[bytes]] = defaultdict(set)
+    for line in input_records(pattern):
+        source_id = _source_id(line)
+        if source_id is not None and (wanted is None or source_id in wanted):
+            lines[source_id].add(line)
+    transcripts: dict[str, Transcript] = {}
+    for source_id, distinct in sorted(lines.items()):
+        if len(distinct) != 1:
+            continue
+        try:
+            transcript = parse_transcript(next(iter(distinct)))
+        except TranscriptError:
+            continue
+        if transcript.source_id == source_id:
+            transcripts[source_id] = transcript
+    return transcripts
+
+
+def read_candidates(pattern: str, candidate_ids: Iterable[str] | None = None) -> dict[str, ArchivedCandidate]:
+    """Archived candidates by id; a duplicated id keeps the record received first, as the job does."""
+    wanted = None if candidate_ids is None else set(candidate_ids)
+    kept: dict[str, tuple[str, bytes, ArchivedCandidate]] = {}
+    for line in input_records(pattern):
+        try:
+            cand = parse_candidate(line)
+        except EnvelopeError:
+            continue
+        if wanted is not None and cand.candidate_id not in wanted:
+            continue
+        key = (cand.received_at, line)
+        previous = kept.get(cand.candidate_id)
+        if previous is None or key < previous[:2]:
+            slot = Slot(cand.source_id, cand.chunk_id, cand.family)
+            kept[cand.candidate_id] = (*key, ArchivedCandidate(cand.candidate_id, slot, cand.attempt,
+                                                               cand.raw_response))
+    return {cid: entry[2] for cid, entry in sorted(kept.items())}
+
+
+def read_truth(path: Path) -> list[TruthRow]:
+    """The simulated producer's ground-truth file (JSON Lines, optionally .gz)."""
+    with _open(str(path)) as stream:
+        return [parse_truth_row(orjson.loads(line)) for line in stream if line.strip()]

@@ -1,0 +1,363 @@
+"""A self-contained HTML report of one run.
+
+    python -m pipelines.report --output DIR [--truth FILE] \\
+        [--transcripts GLOB] [--candidates GLOB] [--html FILE]
+
+Writes ``DIR/report.html`` (or ``--html``) and prints its path. Static HTML
+with inline CSS and SVG: no script, no network (a Content-Security-Policy
+forbids both), so it opens anywhere. Sections: outcomes per family,
+conservation, stale candidates, top defect categories, retries saved by
+endpoint canonicalization, the retry economy (with ``--truth``) and a few
+retry requests as the model would read them. Every piece of data is
+HTML-escaped. The same run gives the same bytes (no timestamps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
+
+SLOT_OUTCOMES = (  # outcome, colour, meaning
+    ("accepted", "#2e7d32", "one canonical artifact"),
+    ("retry", "#f9a825", "one retry request sent to the producer"),
+    ("exhausted", "#c62828", "no attempt passed and the budget is spent"),
+    ("deferred", "#757575", "waits for an accepted registry"),
+)
+CANDIDATE_COUNTS = ("superseded", "stale")
+EXAMPLE_COUNT = 3
+TOP_CATEGORIES = 12
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+STYLE = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;margin:0;background:#fafafa}
+main{max-width:980px;margin:0 auto;padding:24px 28px 48px;background:#fff}
+h1{font-size:1.6em;margin:0 0 4px}h3{font-size:1em;margin:18px 0 6px}
+h2{font-size:1.2em;margin:32px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+p.meta{color:#555;margin:0 0 16px}
+table{border-collapse:collapse;font-size:.9em;margin:8px 0}
+th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
+th:first-child,td:first-child{text-align:left}
+.ok{color:#2e7d32;font-weight:600}.fail{color:#c62828;font-weight:600}
+.legend span{display:inline-block;margin-right:14px;font-size:.9em}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+.figures{display:flex;flex-wrap:wrap;gap:12px;margin:8px 0}
+.figure{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:150px}
+.figure b{display:block;font-size:1.5em}
+pre{white-space:pre-wrap;word-break:break-word;background:#f4f4f4;border:1px solid #e0e0e0;border-radius:4px;
+padding:10px 12px;font:13px/1.45 ui-monospace,Menlo,Consolas,monospace}
+figure{margin:12px 0}figcaption{color:#555;font-size:.9em;margin-bottom:4px}
+.method{color:#444;font-size:.92em}
+svg text{font:12px system-ui,sans-serif;fill:#1b1b1b}
+"""
+
+
+def e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+# --- charts -------------------------------------------------------------------------------------
+
+LABEL_WIDTH, BAR_WIDTH, ROW_HEIGHT, VALUE_WIDTH = 190, 520, 22, 70
+
+
+def stacked_bars(rows: Sequence[tuple[str, Sequence[int]]], colours: Sequence[str], names: Sequence[str],
+                 title: str) -> str:
+    """Horizontal stacked bars, one row per label; widths share one scale."""
+    biggest = max((sum(values) for _, values in rows), default=0) or 1
+    height = ROW_HEIGHT * len(rows) + 4
+    width = LABEL_WIDTH + BAR_WIDTH + VALUE_WIDTH
+    parts = [f'<svg role="img" aria-label="{e(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    for n, (label, values) in enumerate(rows):
+        y = n * ROW_HEIGHT + 2
+        parts.append(f'<text x="0" y="{y + 15}">{e(label)}</text>')
+        x = float(LABEL_WIDTH)
+        for value, colour, name in zip(values, colours, names):
+            if value <= 0:
+                continue
+            w = BAR_WIDTH * value / biggest
+            parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{max(w, 1.0):.1f}" height="{ROW_HEIGHT - 6}" '
+                         f'fill="{colour}"><title>{e(label)}: {e(name)} {value}</title></rect>')
+            x += w
+        parts.append(f'<text x="{x + 6:.1f}" y="{y + 15}">{sum(values)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def bars(rows: Sequence[tuple[str, int]], colour: str, title: str) -> str:
+    return stacked_bars([(label, (value,)) for label, value in rows], (colour,), ("count",), title)
+
+
+def legend(items: Iterable[tuple[str, str]]) -> str:
+    return '<p class="legend">' + "".join(f'<span><i style="background:{colour}"></i>{e(name)}</span>'
+                                          for name, colour in items) + "</p>"
+
+
+def verdict(ok: bool) -> str:
+    return '<span class="ok">holds</span>' if ok else '<span class="fail">FAILS</span>'
+
+
+def figure(value: Any, label: str, ok: bool | None = None) -> str:
+    cls = "" if ok is None else (' class="ok"' if ok else ' class="fail"')
+    return f'<div class="figure"><b{cls}>{e(value)}</b>{e(label)}</div>'
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+def section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{e(title)}</h2>{body}</section>'
+
+
+def outcomes_section(manifest: Mapping[str, Any]) -> str:
+    outcomes: Mapping[str, Mapping[str, int]] = manifest.get("outcomes", {})
+    rows = [(family, tuple(int(counts.get(o, 0)) for o, _, _ in SLOT_OUTCOMES)) for family, counts in outcomes.items()]
+    rows = [row for row in rows if sum(row[1])]  # families with no slot in this run stay in the table only
+    chart = stacked_bars(rows, [c for _, c, _ in SLOT_OUTCOMES], [o for o, _, _ in SLOT_OUTCOMES],
+                         "slot outcomes per family")
+    head = "".join(f"<th>{e(name)}</th>" for name in (*(o for o, _, _ in SLOT_OUTCOMES), *CANDIDATE_COUNTS))
+    body = "".join(
+        f"<tr><td>{e(family)}</td>" + "".join(f"<td>{int(counts.get(o, 0))}</td>" for o, _, _ in SLOT_OUTCOMES)
+        + "".join(f"<td>{int(counts.get(c, 0))}</td>" for c in CANDIDATE_COUNTS) + "</tr>"
+        for family, counts in outcomes.items())
+    totals = manifest.get("totals", {})
+    foot = ("<tr><th>total</th>" + "".join(f"<th>{int(totals.get(o, 0))}</th>" for o, _, _ in SLOT_OUTCOMES)
+            + "".join(f"<th>{int(totals.get(c, 0))}</th>" for c in CANDIDATE_COUNTS) + "</tr>")
+    return section("outcomes", "Outcomes per family",
+                   "<p>A slot is one chunk of one source for one family; each slot has one outcome. "
+                   "Superseded and stale count candidates.</p>"
+                   + legend((f"{o} ({meaning})", c) for o, c, meaning in SLOT_OUTCOMES) + chart
+                   + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{body}</tbody>"
+                     f"<tfoot>{foot}</tfoot></table>")
+
+
+def conservation_section(manifest: Mapping[str, Any]) -> str:
+    c = manifest.get("conservation", {})
+    line = (f"{int(c.get('candidates_in', 0))} candidates in = {int(c.get('evaluations', 0))} evaluated + "
+            f"{int(c.get('dead_letters', 0))} dead letters + {int(c.get('filtered', 0))} filtered")
+    t = manifest.get("transcript_conservation", {})
+    tline = (f"{int(t.get('transcripts_in', 0))} transcripts in = {int(t.get('usable', 0))} usable + "
+             f"{int(t.get('dead_letters', 0))} dead letters")
+    return section("conservation", "Conservation",
+                   f"<p>{e(line)} — {verdict(bool(c.get('holds')))}</p><p>{e(tline)} — "
+                   f"{verdict(bool(t.get('holds')))}</p>")
+
+
+def stale_section(manifest: Mapping[str, Any]) -> str:
+    outcomes = manifest.get("outcomes", {})
+    rows = [(family, int(counts.get("stale", 0))) for family, counts in outcomes.items() if counts.get("stale")]
+    total = sum(value for _, value in rows)
+    return section("stale", "Stale candidates",
+                   f"<p>{total} candidates were produced under another prompt or schema fingerprint than the "
+                   "current assets. They are counted here and still evaluated under the current policy.</p>"
+                   + (bars(rows, "#6a1b9a", "stale candidates per family") if rows else ""))
+
+
+def top(counts: Mapping[str, int], limit: int = TOP_CATEGORIES) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+def reason_code_counts(evaluations: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """Issues by reason code over every evaluation (the bound's 'and N more' row excluded)."""
+    return Counter(issue["reason_code"] for row in evaluations for issue in row.get("issues", ())
+                   if issue.get("validator") != "bound")
+
+
+def defects_section(figures: RunFigures) -> str:
+    codes = top(reason_code_counts(figures.evaluations))
+    body = ("<h3>From the evaluations (issues by reason code)</h3>"
+            + (bars(codes, "#1565c0", "issues by reason code") if codes else "<p>No issues.</p>"))
+    if figures.truth_path is not None:
+        vocabulary = SIMULATED_VOCABULARY
+        blocking = {k: v for k, v in figures.truth_kinds.items() if k not in vocabulary.benign}
+        benign = {k: v for k, v in figures.truth_kinds.items() if k in vocabulary.benign}
+        body += ("<h3>From the ground truth (injected defects)</h3>"
+                 + (bars(top(blocking), "#c62828", "injected blocking defects") if blocking else "<p>None.</p>")
+                 + "<p>Benign injections (the candidate still passes):</p>"
+                 + (bars(top(benign), "#9e9e9e", "injected benign defects") if benign else "<p>None.</p>"))
+    return section("defects", "Top defect categories", body)
+
+
+CANONICALIZATION_METHOD = (
+    "Method: every candidate the job passed (accepted or superseded) was evaluated again with its family's "
+    "own adapter applied record by record, but with the evidence kept as the model wrote it: sorted and "
+    "de-duplicated, never swapped. Reversed ranges then reach the strict source-reference validator, which "
+    "rejects them. An accepted slot is saved when none of its passing attempts survives that; without "
+    "endpoint ordering it would have needed a producer retry. Registry membership is taken from the job's own "
+    "verdict. Occurrence slots whose kind would then have no accepted chunk registry in the source would be "
+    "deferred, not retried, and are counted apart. Scene descriptions never reorder endpoints and are never "
+    "saved.")
+TRUTH_CROSS_CHECK = (
+    "Ground-truth cross-check: accepted slots none of whose evaluated attempts is expected to pass once "
+    "reversed-endpoint injections count as failures.")
+
+
+def canonicalization_section(figures: RunFigures) -> str:
+    saved = figures.savings
+    if saved is None:
+        return section("canonicalization", "Retries saved by endpoint canonicalization",
+                       f"<p>Not computed: {e(figures.savings_note)}.</p>")
+    cards = [figure(saved.retries_saved, f"retries saved, of {saved.accepted_slots} accepted slots"),
+             figure(percent(saved.retries_saved, saved.accepted_slots), "of accepted slots")]
+    if figures.economy is not None:
+        cards.append(figure(sum(figures.economy.saved_by_truth.values()), "per the ground truth"))
+    if saved.deferrals_saved:
+        cards.append(figure(saved.deferrals_saved, "deferrals avoided too"))
+    body = '<div class="figures">' + "".join(cards) + "</div>"
+    if saved.would_retry:
+        body += bars(list(saved.would_retry.items()), "#2e7d32", "retries saved per family")
+    if saved.unavailable:
+        body += (f"<p>{saved.unavailable} accepted slots could not be re-evaluated "
+                 "(transcript or candidates missing).</p>")
+    body += f'<p class="method">{e(CANONICALIZATION_METHOD)}</p>'
+    if figures.economy is not None:
+        body += f'<p class="method">{e(TRUTH_CROSS_CHECK)}</p>'
+    return section("canonicalization", "Retries saved by endpoint canonicalization", body)
+
+
+RECALL_METHOD = (
+    "Defect recall: for every retry request, the ground truth of the attempt it replaces lists the injected "
+    "defects. Benign kinds ({benign}) are not counted; behind a response that is not JSON, or fails its schema, "
+    "the record-level defects cannot be seen and are counted as hidden. A defect is named when the guidance "
+    "contains the record's name quoted as guidance quotes model text, or its cited range (\"units 40–44\"; "
+    "either order for families that reorder endpoints); a defect without either (truncated JSON) is named by a "
+    "line about the response as a whole. Leaks: ids, reason codes and validator keys of this run, hashes and "
+    "fingerprints, code-style paths and exception text, searched for in every request's guidance.")
+
+
+def economy_section(figures: RunFigures) -> str:
+    economy = figures.economy
+    leaks_card = figure(len(figures.leaks), "leaks in retry guidance (must be 0)", not figures.leaks)
+    if economy is None:
+        return section("retry-economy", "Retry economy",
+                       '<div class="figures">' + leaks_card + "</div>"
+                       "<p>Pass <code>--truth</code> (the simulated producer's ground truth) for defect recall "
+                       "and requests per failing slot.</p>" + leaks_list(figures))
+    recall, coverage, agreement = economy.recall, economy.coverage, economy.agreement
+    per_slot = ", ".join(f"{slots} slots with {n}" for n, slots in coverage.requests_per_failing_slot.items())
+    cards = [
+        figure(percent(recall.named, recall.total), f"defect recall ({recall.named} of {recall.total} named)"),
+        leaks_card,
+        figure(_requests_per_slot(coverage.requests_per_failing_slot),
+               f"requests per failing slot, {coverage.failing_slots} slots (must be 1)", coverage.ok),
+        figure(percent(agreement.agreeing, agreement.compared),
+               f"verdicts as the truth expects ({agreement.agreeing} of {agreement.compared})"),
+    ]
+    body = '<div class="figures">' + "".join(cards) + "</div>"
+    body += (f"<p>First attempts: {recall.first_attempt_named} of {recall.first_attempt_total} defects named. "
+             f"{recall.hidden} defects hidden behind a structural failure. "
+             f"Failing slots: {e(per_slot or 'none')}; {len(coverage.unexpected_requests)} requests for slots "
+             "that are not failing.</p>")
+    if recall.missed:
+        items = "".join(
+            f"<li>{e(m.family)}, attempt {m.replaced_attempt}: {e(m.defect.kind)} on "
+            f"{e(m.defect.record_name or '(no name)')}"
+            + (f" ({e(_range_text(m.defect.range))})" if m.defect.range else "")
+            + f"<pre>{e(m.guidance)}</pre></li>" for m in recall.missed)
+        body += f"<h3>Defects not named</h3><ul>{items}</ul>"
+    if coverage.unexpected_requests:
+        items = "".join(f"<li>{e(s.family)} / {e(s.source_id)} / {e(s.chunk_id)}</li>"
+                        for s in coverage.unexpected_requests)
+        body += f"<h3>Requests for slots that are not failing</h3><ul>{items}</ul>"
+    body += leaks_list(figures)
+    benign = ", ".join(sorted(SIMULATED_VOCABULARY.benign))
+    body += f'<p class="method">{e(RECALL_METHOD.format(benign=benign))}</p>'
+    return section("retry-economy", "Retry economy (ground truth)", body)
+
+
+def _requests_per_slot(histogram: Mapping[int, int]) -> str:
+    if not histogram:
+        return "–"
+    values = sorted(histogram)
+    return str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
+
+
+def _range_text(value: Sequence[Any]) -> str:
+    return f"{value[0]}–{value[1]}"
+
+
+def leaks_list(figures: RunFigures) -> str:
+    if not figures.leaks:
+        return ""
+    return "<h3>Leaks</h3><ul>" + "".join(f"<li>{e(leak.what)}: <code>{e(leak.text)}</code></li>"
+                                          for leak in figures.leaks) + "</ul>"
+
+
+def example_requests(requests: Sequence[Mapping[str, Any]], count: int = EXAMPLE_COUNT) -> list[Mapping[str, Any]]:
+    """A few informative requests: most correction lines first, one per family."""
+    ranked = sorted(requests, key=lambda r: (-r["correction_guidance"].count("\n- "), r["family"], r["request_id"]))
+    chosen: list[Mapping[str, Any]] = []
+    for request in ranked:
+        if all(request["family"] != c["family"] for c in chosen):
+            chosen.append(request)
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def examples_section(requests: Sequence[Mapping[str, Any]]) -> str:
+    examples = example_requests(requests)
+    if not examples:
+        return section("examples", "Example retry requests", "<p>This run sent no retry requests.</p>")
+    body = (f"<p>{len(requests)} retry requests in all. Below, the <code>correction_guidance</code> of a few, "
+            "exactly as the model reads it.</p>")
+    body += "".join(f'<figure><figcaption>{e(r["family"])}, for attempt {e(r["attempt"])}</figcaption>'
+                    f'<pre>{e(r["correction_guidance"])}</pre></figure>' for r in examples)
+    return section("examples", "Example retry requests", body)
+
+
+def render_report(figures: RunFigures) -> str:
+    manifest = figures.manifest
+    meta = f"Outputs: {figures.output_dir} · runner: {manifest.get('runner', '?')}"
+    if figures.truth_path:
+        meta += f" · ground truth: {figures.truth_path}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>notarius-reprocess run report</title>",
+        f"<style>{STYLE}</style></head><body><main>",
+        "<h1>notarius-reprocess run report</h1>",
+        f'<p class="meta">{e(meta)}</p>',
+        outcomes_section(manifest),
+        conservation_section(manifest),
+        stale_section(manifest),
+        defects_section(figures),
+        canonicalization_section(figures),
+        economy_section(figures),
+        examples_section(figures.requests),
+        "</main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(figures: RunFigures, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(figures), encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.split("\n")[0])
+    parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
+    parser.add_argument("--truth", type=Path, help="ground-truth file of the simulated producer")
+    parser.add_argument("--transcripts", help="transcripts glob (default: the manifest's)")
+    parser.add_argument("--candidates", help="candidates glob (default: the manifest's)")
+    parser.add_argument("--html", type=Path, help="where to write the report (default: OUTPUT/report.html)")
+    args = parser.parse_args(argv)
+    figures = load_figures(args.output, args.truth, args.transcripts, args.candidates)
+    for line in summary_lines(figures):
+        print(line)
+    path = write_report(figures, args.html or args.output / "report.html")
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

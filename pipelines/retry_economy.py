@@ -1,0 +1,228 @@
+"""Retry economy of a run, from the simulated producer's ground truth.
+
+    python -m pipelines.retry_economy --truth FILE --output DIR \\
+        [--transcripts GLOB] [--candidates GLOB] [--json FILE]
+
+``--output`` is the job's output folder; the archive's globs default to the
+ones recorded in its manifest. Prints, and writes as JSON (default
+``DIR/retry_economy.json``):
+
+- defect recall: of the injected blocking defects a validator can see in the
+  attempt a retry request replaces, how many the request's guidance names
+  (by the record's quoted name or its cited range; see
+  ``domain.retry_economy.names_defect``);
+- leaks: internal text in any guidance (ids, hashes, reason codes, validator
+  keys, code paths, exception text); must be 0;
+- requests per failing slot: must be 1 for every slot the truth says still
+  fails (not deferred, budget left), and no request anywhere else;
+- retries saved by endpoint canonicalization: accepted slots that would fail
+  without it, by re-evaluating with endpoint ordering disabled, and the
+  ground truth's count of the same;
+- how often the job's verdict agrees with the truth's expectation.
+
+Exits 1 when a must (no leaks, one request per failing slot) does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+from domain.retry_economy import (
+    VERDICTS_PASSING,
+    CanonicalizationSavings,
+    DefectVocabulary,
+    Leak,
+    RetryEconomy,
+    canonicalization_savings,
+    internal_tokens,
+    leaks_in,
+    retry_economy,
+)
+from pipelines.outputs import read_candidates, read_manifest, read_rows, read_transcripts, read_truth
+from sample.sim_defects import BENIGN_KINDS, DefectKind
+
+# The simulated producer's defect kinds, as the domain computations need them.
+SIMULATED_VOCABULARY = DefectVocabulary(
+    benign=frozenset(BENIGN_KINDS),
+    canonicalized=frozenset({DefectKind.REVERSED_ENDPOINTS, DefectKind.REVERSED_ENDPOINTS_RENUMBERED}),
+    unparseable=frozenset({DefectKind.TRUNCATED_JSON}),
+    schema=frozenset({DefectKind.UNSUPPORTED_ENUM}),
+)
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """Everything the report and this command show about one run."""
+
+    output_dir: str
+    manifest: Mapping[str, Any]
+    evaluations: Sequence[Mapping[str, Any]]
+    requests: Sequence[Mapping[str, Any]]
+    leaks: tuple[Leak, ...]
+    savings: CanonicalizationSavings | None
+    savings_note: str  # why savings are missing, or ""
+    truth_path: str | None
+    truth_kinds: Mapping[str, int]  # injected defect kind -> count (empty without truth)
+    economy: RetryEconomy | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.leaks and (self.economy is None or self.economy.ok)
+
+
+def _savings(out: Path, manifest: Mapping[str, Any], evaluations: Sequence[Mapping[str, Any]],
+             transcripts: str | None, candidates: str | None) -> tuple[CanonicalizationSavings | None, str]:
+    options = manifest.get("options", {})
+    transcripts = transcripts or options.get("transcripts")
+    candidates = candidates or options.get("candidates")
+    if not transcripts or not candidates:
+        return None, "the archive's transcripts and candidates are not known (pass --transcripts and --candidates)"
+    passed = [row for row in evaluations if row["verdict"] in VERDICTS_PASSING]
+    sources = {row["source_id"] for row in passed}
+    archived = read_candidates(candidates, {row["candidate_id"] for row in passed})
+    if passed and not archived:
+        return None, f"no archived candidates found under {candidates}"
+    return canonicalization_savings(evaluations, read_transcripts(transcripts, sources), archived), ""
+
+
+def load_figures(out: Path, truth: Path | None = None, transcripts: str | None = None,
+                 candidates: str | None = None) -> RunFigures:
+    out = Path(out)
+    manifest = read_manifest(out)
+    evaluations = read_rows(out / "evaluations")
+    requests = read_rows(out / "retry_requests")
+    leaks = leaks_in(requests, internal_tokens(evaluations, requests))
+    savings, note = _savings(out, manifest, evaluations, transcripts, candidates)
+    economy, kinds = None, {}
+    if truth is not None:
+        rows = read_truth(truth)
+        kinds = _kind_counts(rows)
+        max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
+        economy = retry_economy(rows, evaluations, requests, max_attempts, SIMULATED_VOCABULARY)
+    return RunFigures(str(out), manifest, evaluations, requests, leaks, savings, note,
+                      str(truth) if truth is not None else None, kinds, economy)
+
+
+def _kind_counts(rows) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        for defect in row.defects:
+            counts[defect.kind] = counts.get(defect.kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# --- presentation ------------------------------------------------------------------------------
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "n/a"
+
+
+def summary_lines(figures: RunFigures) -> list[str]:
+    lines = []
+    economy = figures.economy
+    if economy is not None:
+        recall = economy.recall
+        lines.append(f"defect recall: {recall.named}/{recall.total} named ({percent(recall.named, recall.total)}); "
+                     f"first attempts {recall.first_attempt_named}/{recall.first_attempt_total}; "
+                     f"{recall.hidden} hidden behind a response that is not JSON or fails its schema")
+    lines.append(f"leaks in retry guidance: {len(figures.leaks)}" + ("" if not figures.leaks else "  FAIL"))
+    if economy is not None:
+        coverage = economy.coverage
+        shown = ", ".join(f"{slots} with {n}" for n, slots in coverage.requests_per_failing_slot.items()) or "none"
+        flag = "" if coverage.ok else "  FAIL"
+        lines.append(f"requests per failing slot: {coverage.failing_slots} failing slots ({shown}); "
+                     f"{len(coverage.unexpected_requests)} requests for other slots{flag}")
+    if figures.savings is not None:
+        saved = figures.savings
+        text = (f"retries saved by endpoint canonicalization: {saved.retries_saved} of {saved.accepted_slots} "
+                f"accepted slots (re-evaluated without endpoint ordering)")
+        if economy is not None:
+            text += f"; ground truth: {sum(economy.saved_by_truth.values())}"
+        if saved.deferrals_saved:
+            text += f"; plus {saved.deferrals_saved} slots that would wait for a lost registry"
+        lines.append(text)
+    elif figures.savings_note:
+        lines.append(f"retries saved by endpoint canonicalization: not computed ({figures.savings_note})")
+    if economy is not None:
+        agreement = economy.agreement
+        lines.append(f"job verdicts agree with the ground truth: {agreement.agreeing}/{agreement.compared}")
+    return lines
+
+
+def as_json(figures: RunFigures) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "output": figures.output_dir,
+        "truth": figures.truth_path,
+        "leaks": {"count": len(figures.leaks),
+                  "found": [{"request_id": l.request_id, "what": l.what, "text": l.text} for l in figures.leaks]},
+        "ok": figures.ok,
+    }
+    if figures.savings is not None:
+        saved = figures.savings
+        document["retries_saved_by_canonicalization"] = {
+            "method": "re-evaluation with endpoint ordering disabled",
+            "accepted_slots": saved.accepted_slots, "retries_saved": saved.retries_saved,
+            "by_family": dict(saved.would_retry), "deferrals_saved": saved.deferrals_saved,
+            "deferrals_by_family": dict(saved.would_defer), "unavailable_slots": saved.unavailable,
+        }
+    economy = figures.economy
+    if economy is not None:
+        recall, coverage, agreement = economy.recall, economy.coverage, economy.agreement
+        document["defect_recall"] = {
+            "named": recall.named, "total": recall.total, "rate": recall.rate, "hidden": recall.hidden,
+            "first_attempt": {"named": recall.first_attempt_named, "total": recall.first_attempt_total},
+            "requests_without_truth": recall.requests_without_truth,
+            "missed": [{"request_id": m.request_id, "family": m.family, "replaced_attempt": m.replaced_attempt,
+                        "kind": m.defect.kind, "record_name": m.defect.record_name,
+                        "range": list(m.defect.range) if m.defect.range else None} for m in recall.missed],
+        }
+        document["requests_per_failing_slot"] = {
+            "failing_slots": coverage.failing_slots,
+            "histogram": {str(n): slots for n, slots in coverage.requests_per_failing_slot.items()},
+            "unexpected_requests": [list(slot) for slot in coverage.unexpected_requests],
+            "ok": coverage.ok,
+        }
+        document["ground_truth_saved_by_canonicalization"] = {
+            "slots": sum(economy.saved_by_truth.values()), "by_family": dict(economy.saved_by_truth)}
+        document["verdict_agreement"] = {
+            "agreeing": agreement.agreeing, "compared": agreement.compared,
+            "disagreements": [{"candidate_id": d.candidate_id, "family": d.family,
+                               "expected_pass": d.expected_pass, "verdict": d.verdict}
+                              for d in agreement.disagreements],
+        }
+        document["injected_defects"] = dict(figures.truth_kinds)
+    return document
+
+
+def write_json(figures: RunFigures, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(as_json(figures), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.retry_economy",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--truth", required=True, type=Path, help="ground-truth file of the simulated producer")
+    parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
+    parser.add_argument("--transcripts", help="transcripts glob (default: the manifest's)")
+    parser.add_argument("--candidates", help="candidates glob (default: the manifest's)")
+    parser.add_argument("--json", type=Path, help="where to write the figures (default: OUTPUT/retry_economy.json)")
+    args = parser.parse_args(argv)
+    figures = load_figures(args.output, args.truth, args.transcripts, args.candidates)
+    for line in summary_lines(figures):
+        print(line)
+    target = args.json or args.output / "retry_economy.json"
+    write_json(figures, target)
+    print(f"figures: {target}")
+    return 0 if figures.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

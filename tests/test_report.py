@@ -1,0 +1,269 @@
+"""The HTML report: its content, its escaping, its commands, and how it renders in headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from domain.manifest import build_manifest
+from domain.retry_economy import canonicalization_savings, internal_tokens, leaks_in, retry_economy
+from pipelines import report, retry_economy as economy_cli
+from pipelines.retry_economy import RunFigures
+from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
+
+ROOT = Path(__file__).resolve().parent.parent
+ENSURE_CHROMIUM = ROOT / "scripts" / "ensure_chromium.sh"
+SECTIONS = ("outcomes", "conservation", "stale", "defects", "canonicalization", "retry-economy", "examples")
+HOSTILE = '<script>alert(1)</script> & "quoted" </pre><b>bold</b>'
+ACCEPTED_RGB = (0x2E, 0x7D, 0x32)
+
+
+def figures_of(run, requests=None, truth=True, savings=True) -> RunFigures:
+    requests = tuple(run.requests if requests is None else requests)
+    manifest = build_manifest(run.counts, options={"max_attempts": MAX_ATTEMPTS}, runner="hand")
+    economy = retry_economy(run.truth, run.evaluations, requests, MAX_ATTEMPTS, VOCABULARY) if truth else None
+    kinds = {}
+    for row in run.truth:
+        for d in row.defects:
+            kinds[d.kind] = kinds.get(d.kind, 0) + 1
+    return RunFigures(
+        output_dir="out/hand", manifest=manifest, evaluations=run.evaluations, requests=requests,
+        leaks=leaks_in(requests, internal_tokens(run.evaluations, requests)),
+        savings=canonicalization_savings(run.evaluations, run.transcripts, run.candidates) if savings else None,
+        savings_note="" if savings else "the archive is not at hand",
+        truth_path="truth.jsonl" if truth else None, truth_kinds=kinds if truth else {}, economy=economy)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return hand_run()
+
+
+@pytest.fixture(scope="module")
+def hostile_html(run) -> str:
+    """A report whose example request carries markup the page must show as text."""
+    base = run.requests[0]
+    hostile = dict(base, request_id="r-hostile", correction_guidance="\n- ".join([HOSTILE] * 6))
+    return report.render_report(figures_of(run, (*run.requests, hostile)))
+
+
+# --- content ------------------------------------------------------------------------------------
+
+def test_report_has_every_section_and_escapes_data(hostile_html):
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in hostile_html
+    assert "<script" not in hostile_html and "<b>bold" not in hostile_html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quoted&quot; &lt;/pre&gt;" in hostile_html
+    assert "Content-Security-Policy" in hostile_html and "http://" not in hostile_html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_report_shows_the_figures(run):
+    html = report.render_report(figures_of(run))
+    assert f"{len(PLAN)} candidates in = {len(PLAN)} evaluated + 0 dead letters + 0 filtered" in html
+    assert "retries saved, of 7 accepted slots" in html and "deferrals avoided too" in html
+    assert "defect recall (3 of 3 named)" in html
+    assert "leaks in retry guidance (must be 0)" in html
+    assert "requests per failing slot, 2 slots (must be 1)" in html
+    assert "Method: every candidate the job passed" in html
+    # The example requests are the job's guidance, verbatim but escaped.
+    enemy = next(r for r in run.requests if r["family"] == "enemy-events")
+    assert report.e(enemy["correction_guidance"]) in html
+
+
+def test_report_is_deterministic(run):
+    assert report.render_report(figures_of(run)) == report.render_report(figures_of(run))
+
+
+def test_report_without_truth_or_archive_says_what_is_missing(run):
+    html = report.render_report(figures_of(run, truth=False, savings=False))
+    assert "Not computed: the archive is not at hand." in html
+    assert "Pass <code>--truth</code>" in html
+    assert "From the ground truth" not in html
+
+
+def test_examples_prefer_long_requests_one_per_family(run):
+    base = run.requests[0]
+    requests = [dict(base, request_id=f"r-{n}", family=f, correction_guidance="x" + "\n- y" * n)
+                for n, f in enumerate(["a", "a", "b", "c", "d"])]
+    chosen = report.example_requests(requests)
+    assert [r["family"] for r in chosen] == ["d", "c", "b"]
+
+
+# --- the commands, over files ------------------------------------------------------------------
+
+def write_job(run, root: Path) -> tuple[Path, Path]:
+    """The hand run as a job output folder (JSON Lines) plus its archive and truth."""
+    archive = root / "archive"
+    archive.mkdir(parents=True)
+    (archive / "transcripts.jsonl").write_bytes(
+        b"\n".join(orjson.dumps(transcript_record(s)) for s in ("S1", "S2")) + b"\n")
+    (archive / "candidates.jsonl").write_bytes(b"\n".join(p.line() for p in PLAN) + b"\n")
+    truth = archive / "ground-truth.jsonl"
+    truth.write_bytes(b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
+    job = root / "job"
+    for name, rows in (("evaluations", run.evaluations), ("retry_requests", run.requests), ("dead_letters", ())):
+        (job / name).mkdir(parents=True)
+        (job / name / "part-00000-of-00001.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    options = {"transcripts": str(archive / "transcripts.jsonl"), "candidates": str(archive / "candidates.jsonl"),
+               "max_attempts": MAX_ATTEMPTS}
+    (job / "manifest.json").write_bytes(orjson.dumps(build_manifest(run.counts, options=options, runner="hand")))
+    return job, truth
+
+
+def test_report_command_writes_and_prints_the_report(run, tmp_path, capsys):
+    job, truth = write_job(run, tmp_path)
+    assert report.main(["--output", str(job), "--truth", str(truth)]) == 0
+    out = capsys.readouterr().out
+    assert f"report: {job / 'report.html'}" in out
+    html = (job / "report.html").read_text(encoding="utf-8")
+    assert "retries saved, of 7 accepted slots" in html and "per the ground truth" in html
+
+
+def test_retry_economy_command(run, tmp_path, capsys):
+    job, truth = write_job(run, tmp_path)
+    assert economy_cli.main(["--truth", str(truth), "--output", str(job)]) == 0
+    figures = orjson.loads((job / "retry_economy.json").read_bytes())
+    assert figures["ok"] and figures["leaks"]["count"] == 0
+    assert figures["defect_recall"]["named"] == figures["defect_recall"]["total"] == 3
+    assert figures["requests_per_failing_slot"]["histogram"] == {"1": 2}
+    assert figures["retries_saved_by_canonicalization"]["by_family"] == {"npc-registry": 2, "spells": 1}
+    assert figures["ground_truth_saved_by_canonicalization"]["slots"] == 3
+    assert "leaks in retry guidance: 0" in capsys.readouterr().out
+
+
+def test_retry_economy_command_fails_on_a_leak(run, tmp_path):
+    job, truth = write_job(run, tmp_path)
+    leaky = [dict(r, correction_guidance=r["correction_guidance"] + f" ({r['candidate_id']})") for r in run.requests]
+    (job / "retry_requests" / "part-00000-of-00001.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in leaky))
+    assert economy_cli.main(["--truth", str(truth), "--output", str(job), "--json", str(tmp_path / "f.json")]) == 1
+    assert orjson.loads((tmp_path / "f.json").read_bytes())["leaks"]["count"] == 2
+
+
+# --- headless Chromium ----------------------------------------------------------------------------
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+         "--force-color-profile=srgb", "--enable-logging=stderr", "--v=0")
+
+
+def find_browser() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """A headless Chromium; installed by scripts/ensure_chromium.sh when that is possible."""
+    path = find_browser()
+    if path is None:
+        result = subprocess.run(["sh", str(ENSURE_CHROMIUM)], capture_output=True, text=True, timeout=1200)
+        path = find_browser()
+        if path is None:
+            reason = (result.stdout.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+            pytest.skip(f"no headless Chromium can be had here: {reason}")
+    return path
+
+
+def browse(chromium: str, page: Path, tmp_path: Path, *action: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    profile.mkdir()
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "HOME": str(tmp_path)})
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def png_pixels(path: Path) -> tuple[int, int, int, bytes]:
+    """(width, height, channels, unfiltered pixel bytes) of an 8-bit RGB(A) PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, [], None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0, header
+    channels = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(b"".join(idat)), width * channels
+    out, previous = bytearray(), bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up, corner = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        out += line
+        previous = line
+    return width, height, channels, bytes(out)
+
+
+@pytest.fixture(scope="module")
+def report_page(hostile_html, tmp_path_factory) -> Path:
+    page = tmp_path_factory.mktemp("page") / "report.html"
+    page.write_text(hostile_html, encoding="utf-8")
+    return page
+
+
+def test_chromium_renders_the_report_without_console_errors(chromium, report_page, tmp_path):
+    result = browse(chromium, report_page, tmp_path, "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in dom
+    assert dom.count("<rect") > 10  # the bar charts are in the page
+    assert "<script" not in dom and "<b>bold</b>" not in dom  # the hostile guidance stayed text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert console_lines(result.stderr) == []
+
+
+def test_console_check_sees_a_console_error(chromium, tmp_path):
+    """The control for the test above: a page that loads a remote image logs a console error."""
+    page = tmp_path / "bad.html"
+    page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+                    f'content="{report.CSP}"><title>x</title></head><body>'
+                    '<img src="https://example.invalid/x.png"></body></html>', encoding="utf-8")
+    result = browse(chromium, page, tmp_path, "--dump-dom")
+    assert console_lines(result.stderr), result.stderr[-2000:]
+
+
+def test_chromium_screenshot_is_not_blank(chromium, report_page, tmp_path):
+    shot = tmp_path / "shot.png"
+    result = browse(chromium, report_page, tmp_path, "--window-size=1000,900", f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
+    width, height, channels, pixels = png_pixels(shot)
+    assert (width, height) == (1000, 900)
+    colours = {pixels[i:i + 3] for i in range(0, len(pixels), channels * 7)}
+    assert len(colours) > 20  # text, bars, rules: not one flat colour
+    accepted = sum(1 for i in range(0, len(pixels), channels) if tuple(pixels[i:i + 3]) == ACCEPTED_RGB)
+    assert accepted > 500  # the accepted bars were painted
+
+
+def test_ensure_chromium_script_reports_the_browser(chromium):
+    result = subprocess.run(["sh", str(ENSURE_CHROMIUM)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"chromium: {shutil.which(Path(chromium).name)}"
