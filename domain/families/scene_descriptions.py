@@ -74,6 +74,10 @@ def _required_range(first: int, last: int) -> str:
             f"excerpt, in that order.")
 
 
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
 def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """Exactly one scene per scene chunk."""
     out = IssueCollector("scene_descriptions.count")
@@ -89,7 +93,9 @@ def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issu
                            f"Return exactly one scene that describes the whole excerpt{extent}."))
     else:
         out.add("several_scenes", LIST_FIELD, f"response has {count} scenes, expected exactly one",
-                Correction("The response", "", f"`scenes` has {count} scenes, but the excerpt is exactly one scene.",
+                Correction("The response", "",
+                           f"`scenes` has {count} scenes ({'; '.join(_lower_first(subject(r)) for r in adapted.records[:5])}), "
+                           f"but the excerpt is exactly one scene.",
                            f"Return exactly one scene that describes the whole excerpt{extent}, combining "
                            f"what the separate scenes said."))
     return out.issues()
@@ -172,7 +178,7 @@ SPEC = FamilySpec(
     chunk_kind="scene",
     response_model=SceneDescriptionsResponse,
     list_field=LIST_FIELD,
-    policy_version="scene-descriptions-policy-1",
+    policy_version="scene-descriptions-policy-2",
     enums={"kind": SCENE_KINDS},
     adapt=adapt,
     validators=(validate_scene_count, validate_shape, validate_range),
