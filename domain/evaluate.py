@@ -7,8 +7,10 @@ validator of the family, collecting every issue in one pass.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 import orjson
 from pydantic import ValidationError
@@ -50,7 +52,10 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
         except orjson.JSONDecodeError as exc:
             return CandidateResult(False, (invalid_json_issue(exc),), None)
         return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
-    adapted = spec.adapt(response, ctx.transcript)
+    if spec.adapt_in_context is not None:
+        adapted = spec.adapt_in_context(response, ctx)
+    else:
+        adapted = spec.adapt(response, ctx.transcript)
     issues: list[Issue] = []
     for validator in spec.validators:
         issues.extend(validator(adapted, ctx))
@@ -58,23 +63,52 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
     return CandidateResult(not issues, tuple(issues), adapted)
 
 
+# Every invariant issue's validator key starts with this; the engine counts them per family.
+INVARIANT_PREFIX = "invariant."
+
+
+def is_invariant_issue(issue: Issue) -> bool:
+    return issue.validator.startswith(INVARIANT_PREFIX)
+
+
 def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    """Derived-state checks after canonicalization (SPEC §4.2).
+    """Derived-state checks after canonicalization (SPEC §4.2), per candidate.
 
     They guard against application bugs, so they are operator diagnostics
     only: their issues carry no correction, and the producer is never told it
-    can repair state it does not control.
+    can repair state it does not control. The per-source check that artifact
+    ids are unique is :func:`duplicate_artifact_ids`.
     """
     index = ctx.transcript.index
     found: list[Issue] = []
     for n, record in enumerate(adapted.records):
         refs = getattr(record, "evidence", None)
         if refs is not None and not evidence_is_canonical(index, tuple(refs)):
-            found.append(Issue("invariant.evidence", "evidence_not_canonical", f"records[{n}].evidence",
+            found.append(Issue(f"{INVARIANT_PREFIX}evidence", "evidence_not_canonical", f"records[{n}].evidence",
                                "canonical evidence is not sorted, forward and de-duplicated", None))
     recorded = [ref for record in adapted.records for ref in (getattr(record, "evidence", None) or ())]
     if recorded and earliest_evidence_unit_id(index, recorded) != adapted.earliest_evidence_unit_id:
-        found.append(Issue("invariant.earliest", "earliest_evidence_inconsistent", "earliest_evidence_unit_id",
+        found.append(Issue(f"{INVARIANT_PREFIX}earliest", "earliest_evidence_inconsistent", "earliest_evidence_unit_id",
                            f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match the records",
                            None))
     return tuple(found)
+
+
+def duplicate_artifact_ids(artifact_ids: Sequence[str]) -> tuple[tuple[int, Issue], ...]:
+    """Per-source invariant: every artifact id is unique (SPEC §4.2).
+
+    Returns (position, operator-only issue) for every artifact whose id another
+    artifact of the source shares. Ids are hashes over the slot and the
+    candidate, so a hit means our derivation is broken, never the producer.
+    """
+    positions: dict[str, list[int]] = defaultdict(list)
+    for n, artifact_id in enumerate(artifact_ids):
+        positions[artifact_id].append(n)
+    found = []
+    for artifact_id, shared in positions.items():
+        if len(shared) > 1:
+            for n in shared:
+                found.append((n, Issue(f"{INVARIANT_PREFIX}artifact_id", "duplicate_artifact_id", "artifact_id",
+                                       f"artifact_id {artifact_id} is shared by {len(shared)} artifacts of this source",
+                                       None)))
+    return tuple(sorted(found, key=lambda item: item[0]))

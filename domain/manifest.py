@@ -25,6 +25,8 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     outcomes = {
         family: {outcome: n(f"outcome/{family}/{outcome}") for outcome in OUTCOMES} for family in sorted(FAMILIES)
     }
+    # Normalization-invariant failures (SPEC §4.2): our bugs, for operators; never a producer retry.
+    invariant_failures = {family: n(f"invariant_failures/{family}") for family in sorted(FAMILIES)}
     candidates_in, evaluations = n("candidates_in"), n("evaluations")
     candidate_dead, filtered = n("dead_letters/candidates"), n("filtered")
     transcripts_in, transcripts_ok, transcript_dead = n("transcripts_in"), n("transcripts_ok"), n("dead_letters/transcripts")
@@ -42,6 +44,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "evaluations": evaluations,
             "dead_letters": candidate_dead + transcript_dead,
         },
+        "invariant_failures": {"by_family": invariant_failures, "total": sum(invariant_failures.values())},
         "conservation": {
             "candidates_in": candidates_in,
             "evaluations": evaluations,

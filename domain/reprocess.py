@@ -7,8 +7,10 @@ manifest. It is pure (same input -> same output, whatever the order the
 records arrived in), so any runner may call it, retry it, or call it in a
 plain loop.
 
-Order within a source: chunk registries, then occurrences (membership sees the
-registries accepted in this run), then the rest (SPEC §4, §6).
+Order within a source: chunk registries, then reconciliations (they merge the
+chunk registries accepted in this run), then occurrences (membership sees the
+reconciled registry when one was accepted, else the union of the chunk
+registries), then the rest (SPEC §4, §4.1, §6).
 """
 
 from __future__ import annotations
@@ -21,9 +23,18 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 
 from domain.assets import current_fingerprints
-from domain.evaluate import CandidateResult, evaluate_response
+from domain.evaluate import CandidateResult, duplicate_artifact_ids, evaluate_response, is_invariant_issue
 from domain.families import FAMILIES
-from domain.families.base import ROLE_ORDER, EvaluationContext, FamilySpec, RegistryView, fold_name
+from domain.families.base import (
+    ROLE_ORDER,
+    ROLE_RECONCILIATION,
+    ROLE_REGISTRY,
+    EvaluationContext,
+    FamilySpec,
+    RegistryView,
+    fold_name,
+)
+from domain.families.reconciliation import listed_entries
 from domain.records import dead_letter_row
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.source import Transcript, TranscriptError, parse_transcript
@@ -156,6 +167,7 @@ def process_source(
     decider = _SlotDecider(transcript, config, counts)
     for family_key, chunk_id in sorted(slots, key=lambda s: (ROLE_ORDER.index(FAMILIES[s[0]].role), s[0], s[1])):
         decider.decide(FAMILIES[family_key], chunk_id, slots[(family_key, chunk_id)])
+    decider.check_artifact_ids()
 
     return SourceResult(
         artifacts=tuple(decider.artifacts),
@@ -258,6 +270,10 @@ def _sha(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
+def _artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, raw_sha: str, policy: str) -> str:
+    return "a-" + _sha(family, source_id, chunk_id, candidate_id, raw_sha, policy)[:32]
+
+
 class _SlotDecider:
     """Decides slots of one source in role order, remembering accepted registries."""
 
@@ -265,9 +281,15 @@ class _SlotDecider:
         self.transcript = transcript
         self.config = config
         self.counts = counts
-        self.registry_names: dict[str, set[str]] = defaultdict(set)
-        self.registry_accepted: set[str] = set()
+        # Per registry kind: every accepted chunk registry as (chunk_id, adapted records),
+        # and the folded names and aliases of their union.
+        self.chunk_registries: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
+        self.chunk_registry_names: dict[str, set[str]] = defaultdict(set)
+        # Per registry kind: the accepted reconciled registry's folded names; it replaces the union.
+        self.reconciled_names: dict[str, frozenset[str]] = {}
         self.artifacts: list[dict] = []
+        # Per artifact, in the same order: (family, index of its accepted evaluation row).
+        self.artifact_rows: list[tuple[str, int]] = []
         self.retry_requests: list[dict] = []
         self.evaluations: list[dict] = []
 
@@ -279,21 +301,24 @@ class _SlotDecider:
             if cand.prompt_fingerprint != prompt_fp or cand.schema_fingerprint != schema_fp:
                 self.counts[count_key("outcome", spec.key, "stale")] += 1
 
-        registry: RegistryView | None = None
-        if spec.needs_registry:
-            if spec.registry_kind not in self.registry_accepted:
-                for cand in attempts:
-                    self._evaluation(cand, VERDICT_DEFERRED, ())
-                self.counts[count_key("outcome", spec.key, "deferred")] += 1
-                return
-            registry = RegistryView(spec.registry_kind, frozenset(self.registry_names[spec.registry_kind]))
+        ctx = self._context(spec, chunk_id)
+        if ctx is None:  # a prerequisite registry is missing: nothing can be checked yet
+            for cand in attempts:
+                self._evaluation(cand, VERDICT_DEFERRED, ())
+            self.counts[count_key("outcome", spec.key, "deferred")] += 1
+            return
 
-        ctx = EvaluationContext(self.transcript, self.transcript.chunk(chunk_id), registry)
         results = [(cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
         accepted = next(((c, r) for c, r in results if r.passed), None)
+        accepted_row = -1
         for cand, result in results:
+            # Invariant failures are our bugs: counted for operators, never shown to a producer.
+            invariant_failures = sum(1 for issue in result.issues if is_invariant_issue(issue))
+            if invariant_failures:
+                self.counts[count_key("invariant_failures", spec.key)] += invariant_failures
             if accepted is not None and cand is accepted[0]:
                 verdict = VERDICT_ACCEPTED
+                accepted_row = len(self.evaluations)
             elif result.passed:
                 verdict = VERDICT_SUPERSEDED
                 self.counts[count_key("outcome", spec.key, "superseded")] += 1
@@ -304,6 +329,7 @@ class _SlotDecider:
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
             self._accept(spec, chunk_id, *accepted)
+            self.artifact_rows.append((spec.key, accepted_row))
             return
         latest, latest_result = results[-1]
         if latest.attempt < self.config.max_attempts:
@@ -311,6 +337,31 @@ class _SlotDecider:
             self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
         else:
             self.counts[count_key("outcome", spec.key, "exhausted")] += 1
+
+    def _context(self, spec: FamilySpec, chunk_id: str) -> EvaluationContext | None:
+        """What the slot's validators see; None when a prerequisite is missing (deferred)."""
+        kind = spec.registry_kind
+        if spec.role == ROLE_RECONCILIATION:
+            registries = self.chunk_registries.get(kind)
+            if not registries:
+                return None
+            return EvaluationContext(self.transcript, None, registry_entries=listed_entries(self.transcript, registries))
+        if spec.needs_registry:
+            if kind in self.reconciled_names:
+                return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id),
+                                         RegistryView(kind, self.reconciled_names[kind]))
+            if not self.chunk_registries.get(kind):
+                return None
+            return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id),
+                                     RegistryView(kind, frozenset(self.chunk_registry_names[kind])))
+        return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id))
+
+    def check_artifact_ids(self) -> None:
+        """Per-source invariant: artifact ids are unique. A failure is an operator diagnostic only."""
+        for position, issue in duplicate_artifact_ids([a["artifact_id"] for a in self.artifacts]):
+            family, row = self.artifact_rows[position]
+            self.evaluations[row]["issues"].append(issue.as_record())
+            self.counts[count_key("invariant_failures", family)] += 1
 
     def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue]) -> None:
         self.evaluations.append({
@@ -326,15 +377,12 @@ class _SlotDecider:
     def _accept(self, spec: FamilySpec, chunk_id: str, cand: Candidate, result: CandidateResult) -> None:
         adapted = result.adapted
         assert adapted is not None  # a passing result always has its typed candidate
-        if spec.provides_registry and spec.registry_names is not None:
-            self.registry_accepted.add(spec.registry_kind)
-            names = self.registry_names[spec.registry_kind]
-            for record in adapted.records:
-                names.update(fold_name(n) for n in spec.registry_names(record) if n.strip())
+        if spec.registry_names is not None:
+            self._remember_registry(spec, chunk_id, adapted.records)
         raw_sha = hashlib.sha256(cand.raw_response.encode("utf-8", "surrogatepass")).hexdigest()
         policy = spec.validator_policy_fingerprint()
         self.artifacts.append({
-            "artifact_id": "a-" + _sha(spec.key, cand.source_id, chunk_id, cand.candidate_id, raw_sha, policy)[:32],
+            "artifact_id": _artifact_id(spec.key, cand.source_id, chunk_id, cand.candidate_id, raw_sha, policy),
             "family": spec.key,
             "schema_version": SCHEMA_VERSION,
             "source_id": cand.source_id,
@@ -352,6 +400,15 @@ class _SlotDecider:
             },
             "validator_policy_fingerprint": policy,
         })
+
+    def _remember_registry(self, spec: FamilySpec, chunk_id: str, records: tuple[Any, ...]) -> None:
+        assert spec.registry_names is not None and spec.registry_kind is not None
+        names = {fold_name(n) for record in records for n in spec.registry_names(record) if n.strip()}
+        if spec.role == ROLE_REGISTRY:
+            self.chunk_registries[spec.registry_kind].append((chunk_id, records))
+            self.chunk_registry_names[spec.registry_kind].update(names)
+        elif spec.role == ROLE_RECONCILIATION:
+            self.reconciled_names[spec.registry_kind] = frozenset(names)
 
     def _retry_request(
         self, spec: FamilySpec, chunk_id: str, latest: Candidate, result: CandidateResult, prompt_fp: str, schema_fp: str

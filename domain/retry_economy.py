@@ -409,6 +409,8 @@ class ArchivedCandidate:
 
 def passes_without_ordering(spec: FamilySpec, transcript: Transcript, candidate: ArchivedCandidate) -> bool:
     """Re-evaluate a candidate the job passed, with endpoint ordering disabled."""
+    if spec.chunk_kind != "extraction":
+        return True  # scenes are never reordered; reconciliations cite no endpoints of their own
     variant = without_endpoint_ordering(spec)
     registry = _AnyName(spec.registry_kind) if spec.needs_registry else None
     ctx = EvaluationContext(transcript, transcript.chunk(candidate.slot.chunk_id), registry)  # type: ignore[arg-type]

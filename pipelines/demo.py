@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         "--candidates-out", str(archive / "candidates.jsonl.gz"),
         "--truth-out", str(truth),
         "--seed", str(args.seed),
+        "--reconciliations",
         *(["--candidates", str(args.candidates)] if args.candidates else []),
         *(option for rate in args.defect_rate for option in ("--defect-rate", rate)),
     ])

@@ -9,6 +9,12 @@ separate ground-truth file says, per candidate, which defects were injected
 and whether the candidate should pass validation after endpoint
 canonicalization.
 
+With `--reconciliations` it also writes, per source and registry kind with an
+accepted chunk registry, the source-level reconciliation attempts
+(`chunk_id` "*", SPEC §4.1) whose labels E1, E2, ... follow the job's entry
+order (`sample.sim_reconciliation`), with their proposal defects in the same
+ground truth. Off by default, so archives made without it stay per-chunk only.
+
 Everything is deterministic: each source draws from an RNG seeded by
 (seed, source_id) and each slot from (seed, source_id, chunk_id, family), so
 the same arguments give byte-identical files, independent of input order.
@@ -16,7 +22,7 @@ the same arguments give byte-identical files, independent of input order.
     python -m sample.simulated_producer --transcripts FILE \\
         --candidates-out FILE --truth-out FILE [--transcripts-out FILE] \\
         [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
-        [--defect-rate NAME=P ...]
+        [--defect-rate NAME=P ...] [--reconciliations]
 
 Ground truth, one JSON line per candidate:
     {"candidate_id", "family", "source_id", "chunk_id", "attempt",
@@ -51,6 +57,11 @@ from sample.sim_defects import (
     AttemptModel, ChunkShape, DefectKind, DefectRates, RatedKinds, applicable_kinds, is_failing,
     plan_attempts, rated, with_overrides,
 )
+from sample.sim_reconciliation import (BLOCKING, BYTE_LEVEL, RECONCILIATION_FAMILY, SOURCE_CHUNK,
+                                       ReconciliationRates, applicable, clean_proposal,
+                                       listed_entries, split_overrides)
+from sample.sim_reconciliation import inject as inject_reconciliation
+from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
 from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
                                 clean_records, inject)
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
@@ -75,6 +86,8 @@ class ProducerConfig:
     rates: DefectRates = field(default_factory=DefectRates)
     attempts: AttemptModel = field(default_factory=AttemptModel)
     keep_probability: float = 1.0   # fraction of slots produced (from --candidates)
+    reconciliations: bool = False   # also write source-level reconciliation attempts
+    reconciliation_rates: ReconciliationRates = field(default_factory=ReconciliationRates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +170,7 @@ class SimulatedProducer:
         scenes = [c for c in chunks if c["kind"] == "scene"]
         book = RegistryBook()
         registries: dict[tuple[str, str], list[Emitted]] = {}
+        accepted: dict[str, list[tuple[str, list[dict]]]] = {kind: [] for kind in RECONCILIATION_FAMILY}
         for chunk in extraction:
             for family in REGISTRY_FAMILIES:
                 result = self.slot(source.source_id, chunk, family, view_of, book)
@@ -164,6 +178,7 @@ class SimulatedProducer:
                 if result.accepted_response is not None:
                     records = next(iter(result.accepted_response.values()))
                     book.accept(REGISTRY_KIND[family], chunk["chunk_id"], records)
+                    accepted[REGISTRY_KIND[family]].append((chunk["chunk_id"], records))
         for chunk in extraction:
             for family in EXTRACTION_FAMILIES:
                 if family in REGISTRY_FAMILIES:
@@ -174,6 +189,35 @@ class SimulatedProducer:
                     yield from self.slot(source.source_id, chunk, family, view_of, book).emitted
         for chunk in scenes:
             yield from self.slot(source.source_id, chunk, SCENES, view_of, book).emitted
+        if self.config.reconciliations:
+            for kind, chunk_registries in accepted.items():
+                if chunk_registries:  # without one the job defers: nothing to reconcile
+                    yield from self.reconciliation_slot(source, kind, chunk_registries)
+
+    def reconciliation_slot(self, source: SourceView, kind: str,
+                            chunk_registries: list[tuple[str, list[dict]]]) -> list[Emitted]:
+        """The attempts of one `(source, "*", <kind>-reconciliation)` slot."""
+        family = RECONCILIATION_FAMILY[kind]
+        slot_seed = seed_int(self.config.seed, source.source_id, SOURCE_CHUNK, family)
+        rng = random.Random(slot_seed)
+        if rng.random() >= self.config.keep_probability:
+            return []
+        entries = listed_entries(source.position, chunk_registries)
+        clean = clean_proposal(entries)
+        byte_rates = {k: self.config.rates.rate(k) for k in (*BYTE_LEVEL, DefectKind.BLANK_NAME)}
+        plan = plan_reconciliation_attempts(rng, self.config.reconciliation_rates, byte_rates,
+                                            self.config.attempts, applicable(clean))
+        emitted = []
+        for attempt, kinds in enumerate(plan, start=1):
+            response, defects = inject_reconciliation(clean, entries, kinds, rng)
+            candidate = self.envelope(source.source_id, SOURCE_CHUNK, family, attempt,
+                                      render_response(response, kinds, rng), kinds, slot_seed)
+            truth = {"candidate_id": candidate["candidate_id"], "family": family,
+                     "source_id": source.source_id, "chunk_id": SOURCE_CHUNK, "attempt": attempt,
+                     "defects": [defect.to_json() for defect in defects],
+                     "expected_pass": not any(kind in BLOCKING for kind in kinds)}
+            emitted.append(Emitted(candidate, truth))
+        return emitted
 
     # ---------------------------------------------------------------- per slot
     def slot(self, source_id: str, chunk: dict, family: str,
@@ -348,6 +392,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scene-chunk-units", type=int, default=120)
     parser.add_argument("--defect-rate", action="append", default=[], metavar="NAME=P",
                         help="override a DefectRates or AttemptModel field (repeatable)")
+    parser.add_argument("--reconciliations", action="store_true",
+                        help="also write source-level registry reconciliation attempts (chunk_id '*')")
     parser.add_argument("--fingerprints", default=DEFAULT_FINGERPRINTS, metavar="MODULE:FUNC",
                         help="callable family -> (prompt_fingerprint, schema_fingerprint)")
     return parser.parse_args(argv)
@@ -356,7 +402,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = None) -> int:
     args = parse_args(argv)
     try:
-        rates, attempts = with_overrides(DefectRates(), AttemptModel(), args.defect_rate)
+        reconciliation_rates, overrides = split_overrides(ReconciliationRates(), args.defect_rate)
+        rates, attempts = with_overrides(DefectRates(), AttemptModel(), overrides)
     except ValueError as error:
         raise SystemExit(str(error)) from error
     inputs = [record for path in args.transcripts for record in read_jsonl(path)]
@@ -373,7 +420,9 @@ def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = 
         raise SystemExit("these options create sources the input does not have; "
                          "pass --transcripts-out FILE so the pipeline can read them")
     config = ProducerConfig(seed=args.seed, rates=rates, attempts=attempts,
-                            keep_probability=sizing.keep_probability)
+                            keep_probability=sizing.keep_probability,
+                            reconciliations=args.reconciliations,
+                            reconciliation_rates=reconciliation_rates)
     if args.candidates and sizing.expected_candidates < 0.9 * args.candidates:
         print(f"note: about {sizing.expected_candidates:.0f} candidates fit in "
               f"{sizing.source_count} sources; raise --sources or --min-units for more",

@@ -69,8 +69,13 @@ OUT_OF_CHUNK = {"spells": [spell("Shield", "LIAM", 1, 50, 60)]}  # leaves x-3
 EXPECTED_OUTCOMES = {
     "spells": {"accepted": 2, "superseded": 1, "retry": 1, "exhausted": 1, "deferred": 0, "stale": 1},
     "npc-registry": {"accepted": 1, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 0, "stale": 0},
-    "npc-occurrences": {"accepted": 1, "superseded": 0, "retry": 1, "exhausted": 0, "deferred": 0, "stale": 0},
+    # c-16 is accepted only because membership switched to the reconciled registry (c-15)
+    "npc-occurrences": {"accepted": 2, "superseded": 0, "retry": 1, "exhausted": 0, "deferred": 0, "stale": 0},
     "item-occurrences": {"accepted": 0, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 1, "stale": 0},
+    "location-registry": {"accepted": 1, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 0, "stale": 0},
+    "npc-reconciliation": {"accepted": 1, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 0, "stale": 0},
+    "item-reconciliation": {"accepted": 0, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 1, "stale": 0},
+    "location-reconciliation": {"accepted": 0, "superseded": 0, "retry": 1, "exhausted": 0, "deferred": 0, "stale": 0},
     "scene-descriptions": {"accepted": 1, "superseded": 0, "retry": 0, "exhausted": 0, "deferred": 0, "stale": 0},
 }
 
@@ -84,6 +89,8 @@ EXPECTED_DEAD_LETTER_REASONS = [
     "duplicate candidate_id 'c-dup'",
     "duplicate unit_id 5",  # malformed transcript of s-bad
     "missing a string 'source_id'",
+    "source-level: chunk_id must be '*'",  # a reconciliation naming a chunk
+    "unknown chunk '*'",  # '*' is only for reconciliations
 ]
 
 
@@ -117,6 +124,20 @@ def good_records():
                   {"occurrences": [{"item_name": "Bag of Holding", "kind": "used", "holder_name": None, "evidence": [ev(10, 10)]}]}),
         candidate("c-14", "scene-descriptions", s1, "s-1", 1,
                   {"scenes": [{"kind": "combat", "title": "Ambush", "summary": "Goblins attack.", "start_unit_id": 10, "end_unit_id": 2}]}),
+        # the one listed NPC entry (E1 = c-10's Grog) merged; the reconciled registry adds the alias "Big G"
+        candidate("c-15", "npc-reconciliation", s1, "*", 1,
+                  {"entities": [{"name": "Grog", "aliases": ["Grog Strongjaw", "Big G"], "description": "a goliath",
+                                 "member_labels": ["E1"]}]}),
+        candidate("c-16", "npc-occurrences", s1, "x-3", 1,
+                  {"occurrences": [{"npc_name": "Big G", "kind": "acting", "evidence": [ev(40, 50)]}]}),
+        # no item registry accepted in this source -> deferred
+        candidate("c-17", "item-reconciliation", s1, "*", 1,
+                  {"entities": [{"name": "Bag of Holding", "aliases": [], "description": "a bag", "member_labels": ["E1"]}]}),
+        candidate("c-18", "location-registry", s1, "x-2", 1,
+                  {"locations": [{"name": "Whitestone", "aliases": [], "description": "a town", "evidence": [ev(20, 1)]}]}),
+        # only E1 was listed: E2 is unknown and E1 is left out -> one retry naming both
+        candidate("c-19", "location-reconciliation", s1, "*", 1,
+                  {"entities": [{"name": "Whitestone", "aliases": [], "description": "a town", "member_labels": ["E2"]}]}),
     ]
 
 
@@ -135,6 +156,8 @@ def bad_candidate_lines():
         orjson.dumps(dup),
         orjson.dumps(dup_later),
         orjson.dumps(candidate("c-25", "spells", "crd3:BAD", "x-1", 1, GOOD_FIREBALL)),
+        orjson.dumps(candidate("c-27", "npc-reconciliation", s1, "x-1", 1, {"entities": []})),
+        orjson.dumps(candidate("c-28", "spells", s1, "*", 1, GOOD_FIREBALL)),
         b'{"candidate_id": "c-26"}',
         b"   ",  # blank: skipped and counted, not a record
     ]

@@ -76,11 +76,30 @@ def fold_name(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ListedEntry:
+    """One entry of an accepted chunk registry as a reconciliation prompt lists it.
+
+    ``label`` ("E1", "E2", ...) is prompt-local: the model sees it, nothing
+    durable keeps it. ``chunk_id`` is internal and never shown to a model.
+    """
+
+    label: str
+    chunk_id: str
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    evidence: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EvaluationContext:
     transcript: Transcript
     chunk: Chunk | None
     # Accepted registry for the family's membership kind, when the family needs one.
     registry: RegistryView | None = None
+    # Reconciliations: the entries the prompt listed (accepted chunk registries of the
+    # kind, earliest evidence first, labelled E1, E2, ...). None for every other family.
+    registry_entries: tuple[ListedEntry, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +142,9 @@ class FamilySpec:
     registry_names: Callable[[Any], tuple[str, ...]] | None = None
     # Durable record JSON Schema when it is not derived from the LLM schema's records.
     durable_record_schema: dict | None = None
+    # When records are built from what the prompt listed rather than from the transcript
+    # alone (reconciliations), the engine adapts through this instead of ``adapt``.
+    adapt_in_context: Callable[[Any, EvaluationContext], Adapted] | None = None
     # Anything else that changes behaviour and must move the policy fingerprint.
     policy_extras: Mapping[str, Any] = field(default_factory=dict)
 
