@@ -42,7 +42,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "artifacts": sum(f["accepted"] for f in outcomes.values()),
             "retry_requests": sum(f["retry"] for f in outcomes.values()),
             "evaluations": evaluations,
-            "dead_letters": candidate_dead + transcript_dead,
+            "dead_letters": candidate_dead + transcript_dead + n("dead_letters/prior_registries"),
         },
         "invariant_failures": {"by_family": invariant_failures, "total": sum(invariant_failures.values())},
         "conservation": {
@@ -57,6 +57,12 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "usable": transcripts_ok,
             "dead_letters": transcript_dead,
             "holds": transcripts_in == transcripts_ok + transcript_dead,
+        },
+        "prior_registry_conservation": {
+            "prior_registries_in": n("prior_registries_in"),
+            "valid": n("prior_registries_valid"),
+            "dead_letters": n("dead_letters/prior_registries"),
+            "holds": n("prior_registries_in") == n("prior_registries_valid") + n("dead_letters/prior_registries"),
         },
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),

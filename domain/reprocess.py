@@ -44,6 +44,7 @@ SOURCE_CHUNK = "*"  # chunk id of source-level families (reconciliations)
 
 INPUT_TRANSCRIPTS = "transcripts"
 INPUT_CANDIDATES = "candidates"
+INPUT_PRIOR_REGISTRIES = "prior_registries"
 
 VERDICT_ACCEPTED = "accepted"
 VERDICT_SUPERSEDED = "superseded"
@@ -85,7 +86,8 @@ def process_source_groups(
 ) -> tuple[dict[str, tuple[dict, ...]], Mapping[str, int]]:
     """``process_source`` in the shape a per-key runner step wants: rows by output, counts."""
     result = process_source(
-        source_id, grouped.get(INPUT_TRANSCRIPTS, ()), grouped.get(INPUT_CANDIDATES, ()), config
+        source_id, grouped.get(INPUT_TRANSCRIPTS, ()), grouped.get(INPUT_CANDIDATES, ()), config,
+        prior_registry_lines=grouped.get(INPUT_PRIOR_REGISTRIES, ()),
     )
     outputs = {tag: getattr(result, tag) for tag in OUTPUT_TAGS}
     return outputs, result.counts
@@ -151,11 +153,19 @@ def process_source(
     transcript_lines: Sequence[bytes],
     candidate_lines: Sequence[bytes],
     config: RunConfig = RunConfig(),
+    prior_registry_lines: Sequence[bytes] = (),
 ) -> SourceResult:
+    """Every output row for one source.
+
+    ``prior_registry_lines`` are canonical registry artifacts of an earlier run
+    (the optional prior-registry input): their names count for occurrence
+    membership together with the registries accepted in this run.
+    """
     counts: Counter[str] = Counter()
     dead: list[dict] = []
 
     transcript, reject_reason = _resolve_transcript(source_id, transcript_lines, dead, counts)
+    prior_names = _prior_registry_names(source_id, prior_registry_lines, dead, counts)
     candidates = _admit_candidates(source_id, transcript, reject_reason, candidate_lines, config, dead, counts)
     if transcript is None:
         return SourceResult(dead_letters=tuple(dead), counts=dict(counts))
@@ -164,7 +174,7 @@ def process_source(
     for cand in candidates:
         slots[(cand.family, cand.chunk_id)].append(cand)
 
-    decider = _SlotDecider(transcript, config, counts)
+    decider = _SlotDecider(transcript, config, counts, prior_names)
     for family_key, chunk_id in sorted(slots, key=lambda s: (ROLE_ORDER.index(FAMILIES[s[0]].role), s[0], s[1])):
         decider.decide(FAMILIES[family_key], chunk_id, slots[(family_key, chunk_id)])
     decider.check_artifact_ids()
@@ -248,6 +258,45 @@ def _admit_candidates(
     return admitted
 
 
+def _prior_registry_names(
+    source_id: str, lines: Sequence[bytes], dead: list[dict], counts: Counter
+) -> dict[str, frozenset[str]]:
+    """Folded names per registry kind from prior canonical registry artifacts of this source."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for line in lines:
+        problem, kind, found = _read_prior_registry(source_id, line)
+        if problem is not None:
+            _dead(dead, counts, INPUT_PRIOR_REGISTRIES, problem, line)
+            continue
+        names[kind].update(found)
+        counts["prior_registries_valid"] += 1
+    return {kind: frozenset(found) for kind, found in names.items()}
+
+
+def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, set[str]]:
+    try:
+        artifact = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return "prior registry artifact is not valid JSON", "", set()
+    if not isinstance(artifact, dict):
+        return "prior registry artifact is not a JSON object", "", set()
+    spec = FAMILIES.get(artifact.get("family"))  # type: ignore[arg-type]
+    if spec is None or not spec.provides_registry:
+        return f"prior artifact of family {artifact.get('family')!r} is not a registry", "", set()
+    if artifact.get("source_id") != source_id:
+        return "prior registry artifact source_id does not match its key", "", set()
+    records = artifact.get("records")
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        return "prior registry artifact has no list of records", "", set()
+    found: set[str] = set()
+    for record in records:
+        values = [record.get("name"), *(record.get("aliases") or [])]
+        if not all(isinstance(v, str) for v in values):
+            return "prior registry record names must be strings", "", set()
+        found.update(fold_name(v) for v in values if v.strip())
+    return None, spec.registry_kind, found
+
+
 def _chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> str | None:
     if spec.chunk_kind == "source":
         return None if chunk_id == SOURCE_CHUNK else f"family {spec.key} is source-level: chunk_id must be '*'"
@@ -277,8 +326,12 @@ def _artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, 
 class _SlotDecider:
     """Decides slots of one source in role order, remembering accepted registries."""
 
-    def __init__(self, transcript: Transcript, config: RunConfig, counts: Counter) -> None:
+    def __init__(
+        self, transcript: Transcript, config: RunConfig, counts: Counter, prior_names: Mapping[str, frozenset[str]] = {}
+    ) -> None:
         self.transcript = transcript
+        # Per registry kind: folded names from the prior-registry input; they join this run's registry.
+        self.prior_names = prior_names
         self.config = config
         self.counts = counts
         # Per registry kind: every accepted chunk registry as (chunk_id, adapted records),
@@ -347,13 +400,17 @@ class _SlotDecider:
                 return None
             return EvaluationContext(self.transcript, None, registry_entries=listed_entries(self.transcript, registries))
         if spec.needs_registry:
+            prior = self.prior_names.get(kind)
             if kind in self.reconciled_names:
-                return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id),
-                                         RegistryView(kind, self.reconciled_names[kind]))
-            if not self.chunk_registries.get(kind):
+                names = self.reconciled_names[kind]
+            elif self.chunk_registries.get(kind):
+                names = frozenset(self.chunk_registry_names[kind])
+            elif prior is not None:
+                names = frozenset()
+            else:
                 return None
             return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id),
-                                     RegistryView(kind, frozenset(self.chunk_registry_names[kind])))
+                                     RegistryView(kind, names | (prior or frozenset())))
         return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id))
 
     def check_artifact_ids(self) -> None:

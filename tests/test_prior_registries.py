@@ -1,0 +1,52 @@
+"""The optional prior-registry input: earlier canonical registry artifacts feed membership."""
+
+import orjson
+
+from domain.assets import current_fingerprints
+from domain.reprocess import process_source
+
+SOURCE = "src-p"
+TRANSCRIPT = orjson.dumps({
+    "source_id": SOURCE,
+    "units": [{"unit_id": u, "speaker": "MATT", "text": ""} for u in (5, 4, 3)],
+    "chunks": [{"chunk_id": "x-1", "kind": "extraction", "unit_ids": [5, 4, 3]}],
+})
+
+
+def occurrence(cid, name):
+    prompt_fp, schema_fp = current_fingerprints("npc-occurrences")
+    raw = {"occurrences": [{"npc_name": name, "kind": "mentioned", "evidence": [{"start_unit_id": 5, "end_unit_id": 4}]}]}
+    return orjson.dumps({"candidate_id": cid, "family": "npc-occurrences", "source_id": SOURCE, "chunk_id": "x-1",
+                         "attempt": 1, "producer": {"provider": "p", "model": "m"}, "prompt_fingerprint": prompt_fp,
+                         "schema_fingerprint": schema_fp, "raw_response": orjson.dumps(raw).decode(),
+                         "received_at": "2026-01-01T00:00:00Z"})
+
+
+def prior(family="npc-registry", names=(("Vex'ahlia", ["Vex"]),), source=SOURCE):
+    return orjson.dumps({"family": family, "source_id": source, "records": [
+        {"name": n, "aliases": a, "description": "", "evidence": []} for n, a in names]})
+
+
+def verdicts(result):
+    return {row["candidate_id"]: row["verdict"] for row in result.evaluations}
+
+
+def test_without_any_registry_occurrences_are_deferred():
+    result = process_source(SOURCE, [TRANSCRIPT], [occurrence("c1", "Vex")])
+    assert verdicts(result) == {"c1": "deferred"}
+
+
+def test_prior_registry_makes_membership_checkable():
+    result = process_source(SOURCE, [TRANSCRIPT], [occurrence("c1", " vex "), occurrence("c2", "Scanlan")],
+                            prior_registry_lines=[prior()])
+    assert verdicts(result) == {"c1": "accepted", "c2": "rejected"}
+    assert result.counts["prior_registries_valid"] == 1
+
+
+def test_bad_prior_registries_are_dead_letters_with_reasons():
+    lines = [b"{not json", prior(family="spells"), prior(source="elsewhere"), b'{"family": "npc-registry", "source_id": "src-p", "records": [{"name": 5}]}']
+    result = process_source(SOURCE, [TRANSCRIPT], [], prior_registry_lines=lines)
+    reasons = [d["reason"] for d in result.dead_letters]
+    assert len(reasons) == 4 and all(d["input"] == "prior_registries" for d in result.dead_letters)
+    assert any("not valid JSON" in r for r in reasons) and any("not a registry" in r for r in reasons)
+    assert result.counts["dead_letters/prior_registries"] == 4
