@@ -25,7 +25,10 @@ from typing import Any, Iterable, Sequence
 MAX_ISSUES = 50
 MAX_GUIDANCE_CHARS = 6000
 MAX_QUOTED_NAME_CHARS = 80
-GUIDANCE_VERSION = "guidance-v1"
+GUIDANCE_VERSION = "guidance-v2"
+# Model-supplied integers are echoed only while short: longer ones read like hashes, and
+# thousands of digits would push whole problems out of the bounded guidance.
+MAX_SHOWN_NUMBER = 10**12
 
 GUIDANCE_OPENING = (
     "Your previous response could not be accepted. Every problem found is listed below. "
@@ -121,9 +124,14 @@ def render_ranges(ranges: Iterable[tuple[Any, Any]], limit: int = 3) -> str:
     return shown + (f" and {more} more range{'s' if more != 1 else ''}" if more > 0 else "")
 
 
+def render_number(value: int, out_of_range: str = "an out-of-range number") -> str:
+    """A model-supplied integer for guidance, bounded in length."""
+    return str(value) if -MAX_SHOWN_NUMBER < value < MAX_SHOWN_NUMBER else out_of_range
+
+
 def _unit_text(value: Any) -> str:
     if type(value) is int:
-        return str(value)
+        return render_number(value, "(an out-of-range id)")
     return quote_name(str(value), limit=20)
 
 

@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
+
+MAX_SHOWN_CHARS = 80
+
+
+def shown_value(value: Any) -> str:
+    """A value from an input record, for an operator message (reasons, issues).
+
+    Never the repr of a list or object: a deeply nested one raises RecursionError,
+    and the job must not crash on data. Long text is cut.
+    """
+    if isinstance(value, (list, dict)):
+        return f"(a JSON {'array' if isinstance(value, list) else 'object'})"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
 def dead_letter_row(input_name: str, reason: str, payload: bytes) -> dict:

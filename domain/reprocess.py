@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
@@ -35,7 +36,7 @@ from domain.families.base import (
     fold_name,
 )
 from domain.families.reconciliation import listed_entries
-from domain.records import dead_letter_row
+from domain.records import dead_letter_row, shown_value
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.source import Transcript, TranscriptError, parse_transcript
 
@@ -135,7 +136,7 @@ def parse_candidate(line: bytes) -> Candidate:
             raise EnvelopeError(f"candidate field '{key}' is blank")
     attempt = record.get("attempt")
     if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT_NUMBER:
-        raise EnvelopeError(f"candidate attempt {attempt!r} is not an integer from 1 to {MAX_ATTEMPT_NUMBER}")
+        raise EnvelopeError(f"candidate attempt {shown_value(attempt)} is not an integer from 1 to {MAX_ATTEMPT_NUMBER}")
     producer = record.get("producer")
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise EnvelopeError("candidate producer must be an object with string 'provider' and 'model'")
@@ -237,7 +238,7 @@ def _admit_candidates(
         by_id[cand.candidate_id].append(cand)
     admitted: list[Candidate] = []
     for cid in sorted(by_id):
-        group = sorted(by_id[cid], key=lambda c: (c.received_at, c.line))
+        group = sorted(by_id[cid], key=_arrival_order)
         for dup in group[1:]:
             _dead(dead, counts, INPUT_CANDIDATES,
                   f"duplicate candidate_id {cid!r}: kept the record received first", dup.line)
@@ -295,6 +296,23 @@ def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, 
             return "prior registry record names must be strings", "", set()
         found.update(fold_name(v) for v in values if v.strip())
     return None, spec.registry_kind, found
+
+
+_NO_TIME = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _arrival_order(cand: Candidate) -> tuple:
+    """Earliest ``received_at`` instant first (RFC 3339 text compared as time, not as text:
+    "12:00:00.5Z" is later than "12:00:00Z"); unreadable times after every readable one;
+    then the text and the bytes, so the choice never depends on arrival order."""
+    try:
+        moment = datetime.fromisoformat(cand.received_at.strip())
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        moment = _NO_TIME
+    return (moment, cand.received_at, cand.line)
 
 
 def _chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> str | None:

@@ -14,6 +14,8 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
+from domain.records import shown_value
+
 CHUNK_KINDS = ("extraction", "scene")
 # Outputs store ids as Avro longs.
 MAX_UNIT_ID = 2**63 - 1
@@ -121,7 +123,7 @@ def transcript_from_record(record: Any) -> Transcript:
     source_id = _require(record, "source_id", str, "transcript")
     if not source_id.strip():
         raise TranscriptError("transcript has a blank 'source_id'")
-    where = f"transcript {source_id!r}"
+    where = f"transcript {shown_value(source_id)}"
     raw_units = _require(record, "units", list, where)
     raw_chunks = _require(record, "chunks", list, where)
     if not raw_units:
@@ -150,14 +152,14 @@ def transcript_from_record(record: Any) -> Transcript:
         if not isinstance(raw, dict):
             raise TranscriptError(f"{chunk_where} is not an object")
         chunk_id = _require(raw, "chunk_id", str, chunk_where)
-        chunk_where = f"{where} chunk {chunk_id!r}"
+        chunk_where = f"{where} chunk {shown_value(chunk_id)}"
         if not chunk_id.strip() or chunk_id == "*":
             raise TranscriptError(f"{chunk_where} has a reserved or blank chunk_id")
         if chunk_id in chunks:
-            raise TranscriptError(f"{where} has duplicate chunk_id {chunk_id!r}")
+            raise TranscriptError(f"{where} has duplicate chunk_id {shown_value(chunk_id)}")
         kind = _require(raw, "kind", str, chunk_where)
         if kind not in CHUNK_KINDS:
-            raise TranscriptError(f"{chunk_where} has kind {kind!r}, expected one of {', '.join(CHUNK_KINDS)}")
+            raise TranscriptError(f"{chunk_where} has kind {shown_value(kind)}, expected one of {', '.join(CHUNK_KINDS)}")
         member_ids = _require(raw, "unit_ids", list, chunk_where)
         if not member_ids:
             raise TranscriptError(f"{chunk_where} names no units")
@@ -165,7 +167,7 @@ def transcript_from_record(record: Any) -> Transcript:
         for uid in member_ids:
             pos = index.position(uid)
             if pos is None:
-                raise TranscriptError(f"{chunk_where} names unknown unit {uid!r}")
+                raise TranscriptError(f"{chunk_where} names unknown unit {shown_value(uid)}")
             positions.append(pos)
         if len(set(positions)) != len(positions):
             raise TranscriptError(f"{chunk_where} names a unit twice")

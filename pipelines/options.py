@@ -10,9 +10,14 @@ DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 class ReprocessOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
-        parser.add_argument("--candidates", required=True, help="Glob of raw model-candidate files.")
-        parser.add_argument("--output", required=True, help="Output directory (local, gs://, s3://).")
+        # Not argparse-required: Beam parses every loaded PipelineOptions subclass with one
+        # parser, so a required flag here would break any other pipeline in the process.
+        parser.add_argument("--transcripts", default=None, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
+        parser.add_argument("--candidates", default=None, help="Glob of raw model-candidate files.")
+        parser.add_argument("--output", default=None, help="Output directory (local, gs://, s3://).")
+        parser.add_argument("--prior-registries", "--prior_registries", dest="prior_registries", default=None,
+                            help="Optional glob of canonical registry artifacts from an earlier run (JSON Lines or "
+                                 "Avro); their names count for occurrence membership.")
         parser.add_argument("--output-format", "--output_format", dest="output_format", choices=("avro", "jsonl"),
                             default="avro", help="Format of the part-* files (default avro).")
         parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=3,

@@ -10,7 +10,7 @@ from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
 from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
-from domain.issues import Correction, Issue, IssueCollector, quote_name
+from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
 
 KEY = "spells"
@@ -91,7 +91,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
                     Correction(who, ranges, "`caster_name` is blank.", "Name who casts the spell."))
         if rec.level is not None and not 0 <= rec.level <= MAX_LEVEL:
             out.add("level_out_of_range", f"{where}.cast.level", f"cast.level {rec.level} outside 0..9",
-                    Correction(who, ranges, f"`cast.level` is {rec.level}, outside 0 to 9.",
+                    Correction(who, ranges, f"`cast.level` is {render_number(rec.level)}, outside 0 to 9.",
                                "Give a level from 0 to 9, or null when the excerpt does not say."))
         if any(not name.strip() for name in rec.target_names):
             out.add("blank_target_name", f"{where}.cast.target_names", "blank entry in cast.target_names",

@@ -1,0 +1,212 @@
+"""The export's domain steps: one source's retry requests -> provider request
+lines, the plan that splits lines into files within the provider's limits, and
+the export manifest.
+
+Every retry request read ends in exactly one place: a request line, a dead
+letter (with its original bytes and the reason), or counted as filtered
+(outside ``--families`` / ``--only-request-ids``). The manifest proves it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+
+from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
+from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt, parse_retry_request
+from domain.batch.providers import PROVIDERS, Provider, RequestSettings
+from domain.families import FAMILIES
+from domain.records import dead_letter_row
+from domain.source import Transcript, TranscriptError, parse_transcript
+
+INPUT_TRANSCRIPTS = "transcripts"
+INPUT_RETRY_REQUESTS = "retry_requests"
+OUTPUT_TAGS = ("requests", "dead_letters")
+
+REQUESTS_PREFIX = "requests-"
+REQUESTS_SUFFIX = ".jsonl"
+INDEX_SUFFIX = ".index.jsonl"  # the line-to-id map beside each request file
+
+
+@dataclass(frozen=True, slots=True)
+class ExportConfig:
+    provider_name: str
+    settings: RequestSettings
+    max_bytes_per_file: int
+    families: frozenset[str] | None = None
+    only_request_ids: frozenset[str] | None = None
+
+    @property
+    def provider(self) -> Provider:
+        return PROVIDERS[self.provider_name]
+
+
+def schema_problems(provider: Provider, families: Iterable[str]) -> tuple[str, ...]:
+    """Every place where a family's LLM schema leaves the provider's subset."""
+    return tuple(f"{family}: {problem}" for family in sorted(families)
+                 for problem in provider.schema_problems(load_json_asset(llm_schema_path(family))))
+
+
+@lru_cache(maxsize=None)
+def _provider_schema(provider_name: str, family: str) -> dict:
+    return PROVIDERS[provider_name].schema(load_json_asset(llm_schema_path(family)))
+
+
+def export_source_groups(config: ExportConfig, source_id: str, grouped: Mapping[str, Sequence[bytes]]):
+    """The per-key function for ``JoinAndApply``: ({tag: rows}, counts)."""
+    rows, dead, counts = export_source(source_id, grouped.get(INPUT_TRANSCRIPTS, ()),
+                                       grouped.get(INPUT_RETRY_REQUESTS, ()), config)
+    return {"requests": rows, "dead_letters": dead}, counts
+
+
+def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lines: Sequence[bytes],
+                  config: ExportConfig) -> tuple[list[dict], list[dict], dict[str, int]]:
+    counts: Counter[str] = Counter()
+    dead: list[dict] = []
+
+    def reject(reason: str, raw: bytes) -> None:
+        counts[f"dead_letters/{INPUT_RETRY_REQUESTS}"] += 1
+        dead.append(dead_letter_row(INPUT_RETRY_REQUESTS, reason, raw))
+
+    chosen: dict[str, tuple[RetryRequest, bytes]] = {}
+    for raw in sorted(request_lines):  # sorted: the kept duplicate does not depend on arrival order
+        try:
+            request = parse_retry_request(raw)
+        except RetryRequestError as exc:
+            reject(str(exc), raw)
+            continue
+        if (config.families is not None and request.family not in config.families) or (
+                config.only_request_ids is not None and request.request_id not in config.only_request_ids):
+            counts["filtered"] += 1
+        elif request.request_id in chosen:
+            reject(f"duplicate request_id {request.request_id!r}: kept another record", raw)
+        else:
+            chosen[request.request_id] = (request, raw)
+    if not chosen:
+        return [], dead, dict(counts)
+
+    transcript, problem = _resolve_transcript(source_id, transcript_lines)
+    rows = []
+    for request_id in sorted(chosen):
+        request, raw = chosen[request_id]
+        if transcript is None:
+            reject(problem, raw)
+            continue
+        try:
+            row = request_row(config, request, transcript, raw)
+        except RetryRequestError as exc:
+            reject(str(exc), raw)
+            continue
+        counts["stale"] += int((request.prompt_fingerprint, request.schema_fingerprint) != current_fingerprints(request.family))
+        rows.append(row)
+    counts["shaped"] += len(rows)
+    return rows, dead, dict(counts)
+
+
+def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcript, raw: bytes) -> dict:
+    """One provider line and its index entry. Raises :class:`RetryRequestError`."""
+    provider = config.provider
+    prompt = build_prompt(request, transcript)
+    wire_id = provider.wire_id(request.request_id)
+    line_obj = provider.request_line(wire_id, prompt, request.family, _provider_schema(provider.name, request.family),
+                                     config.settings)
+    line = orjson.dumps(line_obj)
+    if len(line) + 1 > config.max_bytes_per_file:
+        raise RetryRequestError(f"the request line has {len(line) + 1} bytes, more than one file may hold "
+                                f"({config.max_bytes_per_file})")
+    prompt_fp, schema_fp = current_fingerprints(request.family)
+    index = {
+        "request_id": request.request_id, "wire_id": wire_id, "family": request.family,
+        "source_id": request.source_id, "chunk_id": request.chunk_id, "replaces_candidate_id": request.candidate_id,
+        "attempt": request.attempt, "provider": provider.name, "model": config.settings.model,
+        # What the model is shown now: the current assets, whatever the request was built under.
+        "prompt_fingerprint": prompt_fp, "schema_fingerprint": schema_fp,
+        "line_sha256": hashlib.sha256(line).hexdigest(), "content_key": provider.content_key(line_obj),
+    }
+    return {"custom_id": request.request_id, "line": line, "index": index, "raw": raw}
+
+
+def _resolve_transcript(source_id: str, lines: Sequence[bytes]) -> tuple[Transcript | None, str]:
+    distinct = sorted(set(lines))
+    if not distinct:
+        return None, f"unknown source: no transcript with source_id {source_id!r}"
+    if len(distinct) > 1:
+        return None, f"unknown source: the transcripts for source_id {source_id!r} conflict"
+    try:
+        return parse_transcript(distinct[0]), ""
+    except TranscriptError as exc:
+        return None, f"unknown source: the transcript for source_id {source_id!r} was rejected ({exc})"
+
+
+def choose_among_duplicates(custom_id: str, rows: Sequence[dict]) -> tuple[dict, list[dict]]:
+    """One row per request id across sources: the smallest (source, bytes) wins;
+    the others become dead letters."""
+    ordered = sorted(rows, key=lambda r: (r["index"]["source_id"], r["raw"]))
+    dead = [dead_letter_row(INPUT_RETRY_REQUESTS, f"duplicate request_id {custom_id!r}: kept another record", r["raw"])
+            for r in ordered[1:]]
+    return ordered[0], dead
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    """Which file each request id goes to; files fill in request-id order."""
+
+    file_of: Mapping[str, int]
+    files: int
+
+
+def plan_files(sizes: Iterable[tuple[str, int]], max_lines: int | None, max_bytes: int) -> FilePlan:
+    """Greedy split of (id, line size incl. newline) pairs, in id order, so that no
+    file has more than ``max_lines`` lines or ``max_bytes`` bytes."""
+    file_of: dict[str, int] = {}
+    current = lines = used = 0
+    for custom_id, size in sorted(sizes):
+        if lines and ((max_lines is not None and lines + 1 > max_lines) or used + size > max_bytes):
+            current, lines, used = current + 1, 0, 0
+        file_of[custom_id] = current
+        lines, used = lines + 1, used + size
+    return FilePlan(file_of, current + 1 if file_of else 0)
+
+
+def file_names(number: int, files: int) -> tuple[str, str]:
+    """(requests file, index file) names of file ``number`` of ``files``."""
+    stem = f"{REQUESTS_PREFIX}{number:05d}-of-{files:05d}"
+    return stem + REQUESTS_SUFFIX, stem + INDEX_SUFFIX
+
+
+def file_contents(rows: Sequence[dict]) -> tuple[bytes, bytes]:
+    """(request file bytes, index file bytes) for one file's rows, in id order."""
+    ordered = sorted(rows, key=lambda r: r["custom_id"])
+    body = b"".join(r["line"] + b"\n" for r in ordered)
+    index = b"".join(orjson.dumps({"line": n, **r["index"]}) + b"\n" for n, r in enumerate(ordered, start=1))
+    return body, index
+
+
+def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str, Any]], *,
+                          options: Mapping[str, Any], runner: str) -> dict:
+    def n(name: str) -> int:
+        return int(counts.get(name, 0))
+
+    files = sorted(files, key=lambda f: f["requests_file"])
+    exported = sum(f["lines"] for f in files)
+    requests_in, dead, filtered = n(f"{INPUT_RETRY_REQUESTS}_in"), n(f"dead_letters/{INPUT_RETRY_REQUESTS}"), n("filtered")
+    families = sorted(options.get("families") or FAMILIES)
+    return {
+        "provider": options["provider"],
+        "model": options["model"],
+        "files": list(files),
+        "inputs": {"retry_requests": requests_in, "transcripts": n(f"{INPUT_TRANSCRIPTS}_in"),
+                   "transcript_dead_letters": n(f"dead_letters/{INPUT_TRANSCRIPTS}"),
+                   "blank_lines_skipped": n(f"blank_lines/{INPUT_RETRY_REQUESTS}")},
+        "stale": n("stale"),
+        "conservation": {"retry_requests_in": requests_in, "exported": exported, "dead_letters": dead,
+                         "filtered": filtered, "holds": requests_in == exported + dead + filtered},
+        "fingerprints": {f: dict(zip(("prompt", "llm_schema"), current_fingerprints(f))) for f in families},
+        "options": dict(options),
+        "runner": runner,
+    }

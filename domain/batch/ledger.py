@@ -1,0 +1,197 @@
+"""The import's accounting: provider result lines -> raw model candidates (SPEC §3.2)
+for the next attempt, every line kept byte for byte, every exported request
+classified exactly once.
+
+Requests are matched by id (or, for Vertex, by the request's own texts), never
+by line order. A request is ``imported`` when some line answered it (refusals
+and truncations included: they become candidates that fail validation
+honestly, and their stop reason is recorded), else ``errored``, ``expired`` or
+``canceled`` by its first result line, else ``missing``. So
+
+    exported = imported + errored + expired + canceled + missing.
+
+The ledger and the candidates are deterministic: they follow the result files
+in the order given (the caller sorts paths) and the lines in file order, and
+candidate ids are digests of what was read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+from domain.batch.providers import (
+    ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
+
+IMPORTED = "imported"
+MISSING = "missing"
+REQUEST_CLASSES = (IMPORTED, ERRORED, EXPIRED, CANCELED, MISSING)
+NOT_IMPORTED = REQUEST_CLASSES[1:]
+# What one result line was.
+DUPLICATE, UNMATCHED, UNREADABLE = "duplicate", "unmatched", "unreadable"
+LINE_OUTCOMES = (IMPORTED, REFUSED, TRUNCATED, ERRORED, EXPIRED, CANCELED, DUPLICATE, UNMATCHED, UNREADABLE)
+_ENDING_OUTCOME = {COMPLETE: IMPORTED, REFUSED: REFUSED, TRUNCATED: TRUNCATED}
+
+# received_at when neither the provider nor --received-at says when: the epoch, plainly not a real time.
+UNKNOWN_TIME = "1970-01-01T00:00:00Z"
+
+_INDEX_FIELDS = ("request_id", "wire_id", "family", "source_id", "chunk_id", "attempt", "provider", "model",
+                 "prompt_fingerprint", "schema_fingerprint", "line_sha256", "line")
+
+
+class ExportIndexError(ValueError):
+    """The export's index is unusable or does not match its request file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedRequest:
+    """One line of an export, as its index records it."""
+
+    request_id: str
+    wire_id: str
+    family: str
+    source_id: str
+    chunk_id: str
+    attempt: int
+    provider: str
+    model: str
+    prompt_fingerprint: str
+    schema_fingerprint: str
+    line_sha256: str
+    line: int
+    content_key: str | None = None
+
+
+def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
+    try:
+        row = orjson.loads(raw)
+        values = {name: row[name] for name in _INDEX_FIELDS}
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ExportIndexError(f"{where}: not an export index row ({type(exc).__name__}: {exc})") from None
+    return ExportedRequest(**values, content_key=row.get("content_key"))
+
+
+def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
+    """Same result line, same id: importing a file twice yields duplicates the job can see."""
+    parts = (b"batch", provider.name.encode(), request.request_id.encode(), hashlib.sha256(raw_line).digest())
+    return "c-" + hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
+
+
+def candidate_record(provider: Provider, request: ExportedRequest, outcome: ResultOutcome, raw_line: bytes,
+                     received_at: str) -> dict:
+    """The next attempt of the request's slot (SPEC §3.2); raw_response is exactly the model's text."""
+    return {
+        "candidate_id": candidate_id(provider, request, raw_line),
+        "family": request.family, "source_id": request.source_id, "chunk_id": request.chunk_id,
+        "attempt": request.attempt,
+        "producer": {"provider": provider.producer, "model": request.model},
+        "prompt_fingerprint": request.prompt_fingerprint, "schema_fingerprint": request.schema_fingerprint,
+        "raw_response": outcome.text if outcome.text is not None else "",
+        "received_at": outcome.received_at or received_at,
+    }
+
+
+def _line_text(raw: bytes) -> tuple[str, str]:
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+class ImportLedger:
+    """Feed it every non-blank result line with :meth:`add`; read the totals with :meth:`summary`."""
+
+    def __init__(self, provider: Provider, requests: Sequence[ExportedRequest], *,
+                 received_at: str = UNKNOWN_TIME, unanswered: str = MISSING) -> None:
+        if unanswered not in (MISSING, EXPIRED, CANCELED):
+            raise ValueError(f"unanswered requests can count as missing, expired or canceled, not {unanswered!r}")
+        self.provider, self.received_at, self.unanswered = provider, received_at, unanswered
+        self.requests = {r.request_id: r for r in requests}
+        if len(self.requests) != len(requests):
+            raise ExportIndexError("the export indexes name a request id twice")
+        wrong = sorted({r.provider for r in requests} - {provider.name})
+        if wrong:
+            raise ExportIndexError(f"the requests were exported for {', '.join(wrong)}, not {provider.name}")
+        self.by_wire = {r.wire_id: r for r in requests}
+        keys = Counter(r.content_key for r in requests if r.content_key)
+        self.by_content = {r.content_key: r for r in requests if r.content_key and keys[r.content_key] == 1}
+        self.state: dict[str, str] = {}
+        self.endings: dict[str, str] = {}
+        self.lines: Counter[str] = Counter()
+
+    def add(self, file: str, line_number: int, raw: bytes) -> tuple[dict, dict | None]:
+        """(ledger row, candidate record or None) for one result line."""
+        outcome, reason = self._read(raw)
+        request = self._match(outcome) if outcome else None
+        candidate = None
+        if outcome is None:
+            kind = UNREADABLE
+        elif request is None:
+            kind, reason = UNMATCHED, f"no exported request has id {outcome.wire_id!r}"
+        elif outcome.status != ANSWERED:
+            kind = outcome.status
+            self.state.setdefault(request.request_id, outcome.status)
+        elif self.state.get(request.request_id) == IMPORTED:
+            kind = DUPLICATE  # the first answer in file order is the one imported
+        else:
+            kind = _ENDING_OUTCOME[outcome.ending]
+            self.state[request.request_id] = IMPORTED
+            self.endings[request.request_id] = outcome.ending
+            candidate = candidate_record(self.provider, request, outcome, raw, self.received_at)
+        self.lines[kind] += 1
+        text, encoding = _line_text(raw)
+        row = {
+            "file": file, "line_number": line_number, "outcome": kind,
+            "request_id": request.request_id if request else None,
+            "stop_reason": outcome.stop_reason if outcome else None,
+            "http_status": outcome.http_status if outcome else None,
+            "error": (outcome.error if outcome else None) or reason,
+            "candidate_id": candidate["candidate_id"] if candidate else None,
+            "response_model": outcome.response_model if outcome else None,
+            "line": text, "line_encoding": encoding,
+        }
+        return row, candidate
+
+    def _read(self, raw: bytes) -> tuple[ResultOutcome | None, str | None]:
+        try:
+            return self.provider.parse_result(orjson.loads(raw)), None
+        except orjson.JSONDecodeError as exc:
+            return None, f"not valid JSON ({str(exc).split(':', 1)[0]})"
+        except ResultLineError as exc:
+            return None, str(exc)
+
+    def _match(self, outcome: ResultOutcome) -> ExportedRequest | None:
+        if outcome.wire_id is not None and outcome.wire_id in self.by_wire:
+            return self.by_wire[outcome.wire_id]
+        return self.by_content.get(outcome.content_key) if outcome.content_key else None
+
+    def classes(self) -> dict[str, str]:
+        return {rid: self.state.get(rid, self.unanswered) for rid in sorted(self.requests)}
+
+    def summary(self) -> dict[str, Any]:
+        classes = self.classes()
+        totals = Counter(classes.values())
+        per_class = {name: totals[name] for name in REQUEST_CLASSES}
+        return {
+            "exported": len(classes),
+            "requests": per_class,
+            "unanswered_counted_as": self.unanswered,
+            "imported_endings": {ending: sum(1 for e in self.endings.values() if e == ending)
+                                 for ending in (COMPLETE, REFUSED, TRUNCATED)},
+            "refused": sorted(rid for rid, e in self.endings.items() if e == REFUSED),
+            "truncated": sorted(rid for rid, e in self.endings.items() if e == TRUNCATED),
+            "not_imported": {name: [rid for rid, c in classes.items() if c == name] for name in NOT_IMPORTED},
+            "result_lines": {kind: self.lines[kind] for kind in LINE_OUTCOMES},
+            "conservation": {**per_class, "exported": len(classes),
+                             "holds": len(classes) == sum(per_class.values())},
+        }
+
+
+def not_imported_ids(summary: Mapping[str, Any]) -> list[str]:
+    """Every request id to resubmit, sorted."""
+    return sorted(rid for ids in summary["not_imported"].values() for rid in ids)

@@ -1,0 +1,426 @@
+"""One small class per provider: its request line, how it reads a result line,
+its per-file limits and its schema subset.
+
+Shapes follow each provider's own references (and are checked in tests against
+the typed request and response definitions of the official openai, anthropic
+and google-genai packages):
+
+- OpenAI Batch: input ``{"custom_id", "method", "url", "body"}``; every output
+  and error file line ``{"id", "custom_id", "response": {"status_code",
+  "request_id", "body"} | null, "error": {"code", "message"} | null}``; requests
+  not run before the window closed or the batch was cancelled come back with
+  error codes ``batch_expired`` / ``batch_cancelled``.
+- Anthropic Message Batches: input ``{"custom_id", "params"}``; results
+  ``{"custom_id", "result": {"type": succeeded|errored|canceled|expired, ...}}``.
+- Gemini Batch API file: input ``{"key", "request"}``; output ``{"key",
+  "response" | "error"}``.
+- Vertex AI batch prediction: input ``{"request"}`` only; each output line
+  echoes the request next to ``response``, ``status`` and ``processed_time``, so
+  the request carries its id in ``labels`` (never shown to the model) and the
+  export keeps a line-to-id index beside the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+import orjson
+
+from domain.batch.prompts import ModelPrompt
+from domain.batch.schemas import anthropic_problems, gemini_problems, openai_strict_problems, provider_schema, to_gemini_schema
+
+# One id that every provider accepts (OpenAI and Anthropic custom_id, Gemini key).
+WIRE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+# What a result line says about its request.
+ANSWERED = "answered"
+ERRORED = "errored"
+EXPIRED = "expired"
+CANCELED = "canceled"
+
+# How an answered request ended (kept as a candidate in every case).
+COMPLETE = "complete"
+REFUSED = "refused"
+TRUNCATED = "truncated"
+
+_MB = 1000 * 1000  # providers state limits in MB; decimal is the safe reading
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    model: str
+    max_output_tokens: int
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResultOutcome:
+    """One provider result line, read. ``wire_id`` (or, for Vertex, ``content_key``)
+    names the request it answers."""
+
+    wire_id: str | None
+    status: str
+    text: str | None = None
+    ending: str | None = None  # COMPLETE, REFUSED or TRUNCATED when answered
+    stop_reason: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    received_at: str | None = None
+    response_model: str | None = None
+    content_key: str | None = None
+
+
+class ResultLineError(ValueError):
+    """A result line that names no request (not JSON, not an object, no id)."""
+
+
+def schema_name(family: str) -> str:
+    """The structured-output schema name: one token every provider accepts."""
+    name = f"dnd_{family.replace('-', '_')}_llm_v1"
+    if not WIRE_ID.match(name):
+        raise ValueError(f"schema name {name!r} does not match {WIRE_ID.pattern}")
+    return name
+
+
+def unix_to_iso(value: Any) -> str | None:
+    if type(value) is not int or value < 0:
+        return None
+    return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode("utf-8", "replace")
+    return text[:limit]
+
+
+def _malformed(wire_id: str, exc: Exception) -> ResultOutcome:
+    return ResultOutcome(wire_id, ERRORED, error=f"unrecognised result shape ({type(exc).__name__}: {_short(str(exc), 120)})")
+
+
+class Provider:
+    """Base: subclasses set the class attributes and implement the three methods."""
+
+    name = ""
+    producer = ""  # producer.provider of the imported candidates
+    max_lines: int | None = None
+    max_bytes = 0
+    takes_temperature = True
+
+    def schema_problems(self, llm_schema: Mapping[str, Any]) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def schema(self, llm_schema: Mapping[str, Any]) -> dict:
+        return provider_schema(llm_schema)
+
+    def wire_id(self, request_id: str) -> str:
+        if not WIRE_ID.match(request_id):
+            raise ValueError(f"request id {request_id!r} does not match {WIRE_ID.pattern}")
+        return request_id
+
+    def request_line(self, wire_id: str, prompt: ModelPrompt, family: str, schema: dict,
+                     settings: RequestSettings) -> dict:
+        raise NotImplementedError
+
+    def content_key(self, line: Mapping[str, Any]) -> str | None:
+        return None
+
+    def parse_result(self, record: Any) -> ResultOutcome:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<provider {self.name}>"
+
+
+# --- OpenAI -----------------------------------------------------------------------------
+
+class _OpenAIBatch(Provider):
+    producer = "openai"
+    max_lines = 50_000
+    max_bytes = 200 * _MB
+    url = ""
+
+    def schema_problems(self, llm_schema):
+        return openai_strict_problems(provider_schema(llm_schema))
+
+    def request_line(self, wire_id, prompt, family, schema, settings):
+        return {"custom_id": wire_id, "method": "POST", "url": self.url, "body": self.body(prompt, family, schema, settings)}
+
+    def body(self, prompt, family, schema, settings) -> dict:
+        raise NotImplementedError
+
+    def parse_result(self, record):
+        wire_id = record.get("custom_id") if isinstance(record, dict) else None
+        if not isinstance(wire_id, str):
+            raise ResultLineError("an OpenAI result line needs a string custom_id")
+        error = record.get("error")
+        if error:
+            code = error.get("code") if isinstance(error, dict) else None
+            status = {"batch_expired": EXPIRED, "batch_cancelled": CANCELED}.get(code, ERRORED)
+            return ResultOutcome(wire_id, status, error=_short(error))
+        try:
+            response = record["response"]
+            http_status, body = response["status_code"], response["body"]
+            if type(http_status) is not int or http_status >= 400 or not isinstance(body, dict):
+                detail = body.get("error", body) if isinstance(body, dict) else body
+                return ResultOutcome(wire_id, ERRORED, http_status=http_status, error=_short(detail))
+            return self.answered(wire_id, http_status, body)
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:
+            return _malformed(wire_id, exc)
+
+    def answered(self, wire_id: str, http_status: int, body: dict) -> ResultOutcome:
+        raise NotImplementedError
+
+
+class OpenAIChat(_OpenAIBatch):
+    name = "openai-chat"
+    url = "/v1/chat/completions"
+
+    def body(self, prompt, family, schema, settings):
+        body = {
+            "model": settings.model,
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": [{"type": "text", "text": prompt.excerpt},
+                                             {"type": "text", "text": prompt.feedback}]},
+            ],
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": schema_name(family), "schema": schema, "strict": True}},
+            "max_completion_tokens": settings.max_output_tokens,
+        }
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        return body
+
+    def answered(self, wire_id, http_status, body):
+        choice = body["choices"][0]
+        message = choice["message"]
+        content, refusal = message.get("content"), message.get("refusal")
+        # The model's text: its content; a refusal has none and says why in `refusal`.
+        text = content if isinstance(content, str) else refusal if isinstance(refusal, str) else ""
+        finish = choice.get("finish_reason")
+        if isinstance(refusal, str) or finish == "content_filter":
+            ending, stop = REFUSED, "refusal" if isinstance(refusal, str) else finish
+        else:
+            ending, stop = (TRUNCATED if finish == "length" else COMPLETE), finish
+        return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop, http_status=http_status,
+                             received_at=unix_to_iso(body.get("created")), response_model=body.get("model"))
+
+
+class OpenAIResponses(_OpenAIBatch):
+    name = "openai-responses"
+    url = "/v1/responses"
+
+    def body(self, prompt, family, schema, settings):
+        body = {
+            "model": settings.model,
+            "instructions": prompt.system,
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": prompt.excerpt},
+                                                   {"type": "input_text", "text": prompt.feedback}]}],
+            "text": {"format": {"type": "json_schema", "name": schema_name(family), "schema": schema, "strict": True}},
+            "max_output_tokens": settings.max_output_tokens,
+        }
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        return body
+
+    def answered(self, wire_id, http_status, body):
+        status = body.get("status")
+        if body.get("error") or status == "failed":
+            return ResultOutcome(wire_id, ERRORED, http_status=http_status, error=_short(body.get("error") or status))
+        texts, refusals = [], []
+        for item in body["output"]:
+            if item.get("type") != "message":
+                continue  # reasoning and tool items are not the answer
+            for part in item["content"]:
+                if part.get("type") == "output_text":
+                    texts.append(part["text"])
+                elif part.get("type") == "refusal":
+                    refusals.append(part["refusal"])
+        reason = (body.get("incomplete_details") or {}).get("reason") if status == "incomplete" else None
+        if (refusals and not texts) or reason == "content_filter":
+            ending, stop = REFUSED, "refusal" if refusals else reason
+        else:
+            ending, stop = (TRUNCATED if reason == "max_output_tokens" else COMPLETE), reason or status
+        return ResultOutcome(wire_id, ANSWERED, text="".join(texts) if texts else "".join(refusals), ending=ending,
+                             stop_reason=stop, http_status=http_status,
+                             received_at=unix_to_iso(body.get("created_at")), response_model=body.get("model"))
+
+
+# --- Anthropic --------------------------------------------------------------------------
+
+class Anthropic(Provider):
+    name = "anthropic"
+    producer = "anthropic"
+    max_lines = 100_000
+    max_bytes = 256 * _MB
+    takes_temperature = False  # the current Messages API has no sampling parameters
+
+    def schema_problems(self, llm_schema):
+        return anthropic_problems(provider_schema(llm_schema))
+
+    def request_line(self, wire_id, prompt, family, schema, settings):
+        params = {
+            "model": settings.model,
+            "max_tokens": settings.max_output_tokens,
+            "system": prompt.system,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": prompt.excerpt},
+                                                      {"type": "text", "text": prompt.feedback}]}],
+            "output_config": {"format": {"type": "json_schema", "schema": schema}},
+        }
+        if settings.temperature is not None:
+            raise ValueError("the Anthropic Messages API takes no temperature")
+        return {"custom_id": wire_id, "params": params}
+
+    def parse_result(self, record):
+        wire_id = record.get("custom_id") if isinstance(record, dict) else None
+        if not isinstance(wire_id, str):
+            raise ResultLineError("an Anthropic result line needs a string custom_id")
+        try:
+            result = record["result"]
+            kind = result["type"]
+            if kind == "expired":
+                return ResultOutcome(wire_id, EXPIRED)
+            if kind == "canceled":
+                return ResultOutcome(wire_id, CANCELED)
+            if kind != "succeeded":
+                return ResultOutcome(wire_id, ERRORED, error=_short(result.get("error", kind)))
+            message = result["message"]
+            text = "".join(block["text"] for block in message["content"] if block.get("type") == "text")
+            stop = message.get("stop_reason")
+            truncated = stop in ("max_tokens", "model_context_window_exceeded")
+            ending = REFUSED if stop == "refusal" else TRUNCATED if truncated else COMPLETE
+            return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop,
+                                 response_model=message.get("model"))
+        except (KeyError, TypeError, AttributeError) as exc:
+            return _malformed(wire_id, exc)
+
+
+# --- Google -----------------------------------------------------------------------------
+
+# Finish reasons that mean the model (or its filters) declined to answer.
+GEMINI_REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE"})
+
+
+def _gemini_request(prompt: ModelPrompt, schema: dict, settings: RequestSettings) -> dict:
+    config: dict = {"responseMimeType": "application/json", "responseSchema": schema,
+                    "maxOutputTokens": settings.max_output_tokens}
+    if settings.temperature is not None:
+        config["temperature"] = settings.temperature
+    return {
+        "systemInstruction": {"parts": [{"text": prompt.system}]},
+        "contents": [{"role": "user", "parts": [{"text": prompt.excerpt}, {"text": prompt.feedback}]}],
+        "generationConfig": config,
+    }
+
+
+def _gemini_answer(wire_id: str | None, response: Any, **extra) -> ResultOutcome:
+    feedback = response.get("promptFeedback") or {}
+    candidates = response.get("candidates") or []
+    model = response.get("modelVersion")
+    if not candidates:
+        if feedback.get("blockReason"):  # the prompt itself was blocked: nothing was generated
+            return ResultOutcome(wire_id, ANSWERED, text="", ending=REFUSED, stop_reason=f"blockReason:{feedback['blockReason']}",
+                                 response_model=model, **extra)
+        return ResultOutcome(wire_id, ERRORED, error="response has no candidates", **extra)
+    candidate = candidates[0]
+    parts = (candidate.get("content") or {}).get("parts") or []
+    # The model's text: every text part, in order; thought summaries are not the answer.
+    text = "".join(p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought"))
+    finish = candidate.get("finishReason")
+    ending = TRUNCATED if finish == "MAX_TOKENS" else REFUSED if finish in GEMINI_REFUSALS else COMPLETE
+    if extra.get("received_at") is None:
+        extra["received_at"] = response.get("createTime")
+    return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=finish, response_model=model, **extra)
+
+
+class _Google(Provider):
+    producer = ""
+
+    def schema_problems(self, llm_schema):
+        return gemini_problems(llm_schema)
+
+    def schema(self, llm_schema):
+        return to_gemini_schema(llm_schema)
+
+
+class Gemini(_Google):
+    """Gemini API Batch Mode with an input file."""
+
+    name = "gemini"
+    producer = "gemini"
+    max_lines = None  # bounded by file size only
+    max_bytes = 2000 * _MB
+
+    def request_line(self, wire_id, prompt, family, schema, settings):
+        return {"key": wire_id, "request": _gemini_request(prompt, schema, settings)}
+
+    def parse_result(self, record):
+        wire_id = record.get("key") if isinstance(record, dict) else None
+        if not isinstance(wire_id, str):
+            raise ResultLineError("a Gemini result line needs a string key")
+        try:
+            if record.get("error"):
+                return ResultOutcome(wire_id, ERRORED, error=_short(record["error"]))
+            return _gemini_answer(wire_id, record["response"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            return _malformed(wire_id, exc)
+
+
+VERTEX_LABEL = "notarius_request"
+_VERTEX_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{1,63}$")
+
+
+class Vertex(_Google):
+    """Vertex AI batch prediction for Gemini (JSONL in Cloud Storage)."""
+
+    name = "vertex"
+    producer = "vertex"
+    max_lines = 200_000
+    max_bytes = 1000 * _MB
+
+    def wire_id(self, request_id):
+        super().wire_id(request_id)
+        # Label values are lower-case and at most 63 characters; anything else is hashed.
+        if _VERTEX_LABEL_VALUE.match(request_id):
+            return request_id
+        return "h-" + hashlib.sha256(request_id.encode("utf-8")).hexdigest()[:40]
+
+    def request_line(self, wire_id, prompt, family, schema, settings):
+        return {"request": {**_gemini_request(prompt, schema, settings), "labels": {VERTEX_LABEL: wire_id}}}
+
+    def content_key(self, line):
+        return _texts_key(line.get("request"))
+
+    def parse_result(self, record):
+        if not isinstance(record, dict) or not isinstance(record.get("request"), dict):
+            raise ResultLineError("a Vertex result line echoes its request; this one has none")
+        request = record["request"]
+        labels = request.get("labels")
+        wire_id = labels.get(VERTEX_LABEL) if isinstance(labels, dict) else None
+        extra = {"content_key": _texts_key(request), "received_at": record.get("processed_time")}
+        try:
+            if record.get("status"):  # a non-empty status is the row's error
+                return ResultOutcome(wire_id, ERRORED, error=_short(record["status"]), **extra)
+            return _gemini_answer(wire_id, record["response"], **extra)
+        except (KeyError, TypeError, AttributeError) as exc:
+            return ResultOutcome(wire_id, ERRORED, error=f"unrecognised result shape ({type(exc).__name__})", **extra)
+
+
+def _texts_key(request: Any) -> str | None:
+    """A digest of every text the request carried: text survives the echo exactly,
+    even where the echo re-encodes numbers or reorders keys."""
+    if not isinstance(request, dict):
+        return None
+    try:
+        system = [p["text"] for p in request.get("systemInstruction", {}).get("parts", [])]
+        contents = [[p["text"] for p in c["parts"]] for c in request["contents"]]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return "sha256:" + hashlib.sha256(orjson.dumps([system, contents])).hexdigest()
+
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (OpenAIChat(), OpenAIResponses(), Anthropic(), Gemini(), Vertex())}
