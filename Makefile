@@ -38,3 +38,7 @@ flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars 
 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop
+
+.PHONY: bench
+bench: $(STAMP)  ## benchmarks: domain loop vs the job in-process and on two workers, scaling, micro (docs/benchmarks.md)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)

@@ -16,7 +16,6 @@ issues and characters. Families own the meaning and the prose.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -142,8 +141,12 @@ def quote_name(value: Any, limit: int = MAX_QUOTED_NAME_CHARS) -> str:
     """Quote model-supplied text for guidance: one line, no control characters,
     capped length, wrapped in double quotes that the text itself cannot close."""
     text = "" if value is None else str(value)
-    cleaned = "".join(" " if unicodedata.category(ch) in _CONTROL_CATEGORIES else ch for ch in text)
-    cleaned = re.sub(r"\s+", " ", cleaned).strip().replace('"', "'").replace("`", "'")
+    # isprintable() is False for every control/separator category (and non-ASCII
+    # spaces): only such rare text needs the per-character pass.
+    if not text.isprintable():
+        text = "".join(" " if unicodedata.category(ch) in _CONTROL_CATEGORIES else ch for ch in text)
+    # split() and strip() use the same whitespace as the regex ``\s+``.
+    cleaned = " ".join(text.split()).replace('"', "'").replace("`", "'")
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1].rstrip() + "…"
     return f'"{cleaned}"' if cleaned else "(blank)"

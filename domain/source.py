@@ -132,6 +132,15 @@ def transcript_from_record(record: Any) -> Transcript:
     units: list[Unit] = []
     seen: set[int] = set()
     for n, raw in enumerate(raw_units, start=1):
+        # Fast path for the usual, well-formed unit (exact JSON types); anything
+        # else takes the checks below, which name the problem.
+        if type(raw) is dict:
+            uid, speaker, text = raw.get("unit_id"), raw.get("speaker"), raw.get("text")
+            if (type(uid) is int and 0 < uid <= MAX_UNIT_ID and uid not in seen
+                    and type(speaker) is str and type(text) is str):
+                seen.add(uid)
+                units.append(Unit(uid, speaker, text))
+                continue
         unit_where = f"{where} unit #{n}"
         if not isinstance(raw, dict):
             raise TranscriptError(f"{unit_where} is not an object")

@@ -1,14 +1,31 @@
-"""Console script ``notarius-reprocess``: the reprocess job's command line."""
+"""Console script ``notarius-reprocess``.
+
+With no subcommand it runs the reprocess job with its SPEC §6 flags. Two
+subcommands close the loop with the providers' batch APIs:
+
+- ``export-batch``: retry requests -> provider batch request files;
+- ``import-batch``: provider batch result files -> the next attempts' candidates.
+
+Each entry point is imported only when it runs: every Beam PipelineOptions
+subclass joins one shared flag parser, so a job's flags must not be visible to
+another job's run.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
-from pipelines import reprocess
+SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return reprocess.main(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
+    from pipelines import reprocess
+
+    return reprocess.main(argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from domain.assets import durable_avro_schema_path, load_json_asset
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
-from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
+from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
 from pipelines.options import ReprocessOptions
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -57,7 +57,12 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     candidates = pipeline | "ReadCandidates" >> ReadKeyedRecords(
         opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes)
 
-    processed = {INPUT_TRANSCRIPTS: transcripts[KEYED], INPUT_CANDIDATES: candidates[KEYED]} | "PerSource" >> JoinAndApply(
+    inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_CANDIDATES: candidates}
+    if opts.prior_registries:
+        inputs[INPUT_PRIOR_REGISTRIES] = pipeline | "ReadPriorRegistries" >> ReadKeyedRecords(
+            opts.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", opts.max_record_bytes)
+
+    processed = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
         functools.partial(process_source_groups, config), OUTPUT_TAGS)
 
     avro = fmt == "avro"
@@ -67,7 +72,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     for tag in ("retry_requests", "evaluations"):
         processed[tag] | f"Write[{tag}]" >> WriteRows(
             join_path(opts.output, tag), fmt, load_json_asset(OUTPUT_SCHEMAS[tag]) if avro else None)
-    dead_letters = (transcripts[DEAD], candidates[DEAD], processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
     dead_letters | "Write[dead_letters]" >> WriteRows(
         join_path(opts.output, "dead_letters"), fmt, load_json_asset(OUTPUT_SCHEMAS["dead_letters"]) if avro else None)
 
@@ -76,10 +81,11 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         "output_format": fmt, "max_attempts": opts.max_attempts,
         "families": sorted(config.families) if config.families else None,
         "max_record_bytes": opts.max_record_bytes,
+        "prior_registries": opts.prior_registries,
     }
     manifest_path = join_path(opts.output, "manifest.json")
     (
-        (transcripts[READ_COUNTS], candidates[READ_COUNTS], processed[COUNTS])
+        (*(read[READ_COUNTS] for read in inputs.values()), processed[COUNTS])
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(
@@ -96,6 +102,10 @@ def run(argv: Sequence[str] | None = None) -> dict:
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
+    missing = [flag for flag, value in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
+                                        ("--output", opts.output)) if not value]
+    if missing:
+        raise SystemExit(f"missing required option(s): {', '.join(missing)}")
     if opts.max_attempts < 1:
         raise SystemExit("--max-attempts must be at least 1")
     for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
@@ -127,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     manifest = run(argv)
     opts = PipelineOptions(argv).view_as(ReprocessOptions)
     print(format_summary(manifest, opts.output))
-    holds = manifest["conservation"]["holds"] and manifest["transcript_conservation"]["holds"]
+    holds = all(manifest[block]["holds"] for block in
+                ("conservation", "transcript_conservation", "prior_registry_conservation"))
     return 0 if holds else 2
 
 

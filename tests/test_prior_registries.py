@@ -50,3 +50,22 @@ def test_bad_prior_registries_are_dead_letters_with_reasons():
     assert len(reasons) == 4 and all(d["input"] == "prior_registries" for d in result.dead_letters)
     assert any("not valid JSON" in r for r in reasons) and any("not a registry" in r for r in reasons)
     assert result.counts["dead_letters/prior_registries"] == 4
+
+
+def test_the_job_reads_prior_registries(tmp_path):
+    from output_reader import read_outputs
+    from pipelines import reprocess
+
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT + b"\n")
+    (tmp_path / "c.jsonl").write_bytes(occurrence("c1", "Vex") + b"\n")
+    (tmp_path / "prior.jsonl").write_bytes(prior() + b"\n" + b"{broken\n")
+    argv = ["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "c.jsonl"),
+            "--prior-registries", str(tmp_path / "prior.jsonl"), "--output", str(tmp_path / "out"),
+            "--output-format", "jsonl"]
+    assert reprocess.main(argv) == 0
+    manifest = orjson.loads((tmp_path / "out" / "manifest.json").read_bytes())
+    assert manifest["prior_registry_conservation"] == {"prior_registries_in": 2, "valid": 1, "dead_letters": 1,
+                                                       "holds": True}
+    outputs = read_outputs(tmp_path / "out")
+    assert [e["verdict"] for e in outputs["evaluations"]] == ["accepted"]
+    assert [d["input"] for d in outputs["dead_letters"]] == ["prior_registries"]

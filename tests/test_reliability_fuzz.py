@@ -377,6 +377,8 @@ def write_lines(path: Path, lines: list[bytes], rnd: random.Random) -> int:
             blanks += 1
         out.append(line)
     data = ending.join(out) + (ending if rnd.random() < 0.8 else b"")
+    if not out and data:
+        blanks += 1  # a file of lines[] is just the line break: one blank line
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
     path.write_bytes(data)

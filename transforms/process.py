@@ -3,32 +3,65 @@
 Generic: the function (a domain entry point, chosen by the pipeline) decides
 everything; this module only groups, calls, and routes what comes back to
 tagged outputs and metrics.
+
+Inputs arrive as ``(key, block)`` pairs, a block holding several records
+(``decode`` unpacks it; by default the blocks ``transforms.read`` makes), and
+outputs leave as one block (a sequence of rows) per key and tag, never one
+element per record or row: Beam's cost is per element, and the per-key call
+already holds every row of its key (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from transforms.read import decode_block
+
 COUNTS = "counts"
 
 # fn(key, {input name: [record bytes]}) -> ({output tag: [rows]}, {counter: n})
 PerKeyFn = Callable[[str, Mapping[str, list]], tuple[Mapping[str, Sequence[dict]], Mapping[str, int]]]
+# One input block -> its records.
+DecodeFn = Callable[[object], list]
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No automatic garbage collection inside: one key's call allocates many small
+    objects that reference counting frees, and the collector's passes over them
+    cost ~9% of the call (docs/benchmarks.md). Cycles wait for the next pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _ApplyPerKey(beam.DoFn):
-    def __init__(self, fn: PerKeyFn) -> None:
+    def __init__(self, fn: PerKeyFn, decode: DecodeFn, output_tags: tuple[str, ...]) -> None:
         self.fn = fn
+        self.decode = decode
+        self.output_tags = frozenset(output_tags)
 
     def process(self, element):
         key, grouped = element
-        outputs, counts = self.fn(key, {name: list(values) for name, values in grouped.items()})
+        decode = self.decode
+        records = {name: [record for block in blocks for record in decode(block)] for name, blocks in grouped.items()}
+        with collector_paused():
+            outputs, counts = self.fn(key, records)
         for tag, rows in outputs.items():
-            for row in rows:
-                yield beam.pvalue.TaggedOutput(tag, row)
+            if tag not in self.output_tags:  # Beam would drop an undeclared tag's rows without a word
+                raise ValueError(f"{key!r}: output {tag!r} is not one of {sorted(self.output_tags)}")
+            if rows:
+                yield beam.pvalue.TaggedOutput(tag, rows)
         for name, value in counts.items():
             Metrics.counter("job", name).inc(value)
         yield beam.pvalue.TaggedOutput(COUNTS, dict(counts))
@@ -36,13 +69,15 @@ class _ApplyPerKey(beam.DoFn):
 
 @dataclass
 class JoinAndApply(beam.PTransform):
-    """``{input name: PCollection[(key, bytes)]}`` -> CoGroupByKey -> ``fn`` per key.
+    """``{input name: PCollection[(key, block)]}`` -> CoGroupByKey -> ``fn`` once per key.
 
-    Returns tagged outputs ``output_tags`` plus ``counts`` (one dict per key).
+    Returns tagged outputs ``output_tags`` (each element one key's non-empty
+    block of rows) plus ``counts`` (one dict per key).
     """
 
     fn: PerKeyFn
     output_tags: tuple[str, ...]
+    decode: DecodeFn = decode_block
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -51,7 +86,7 @@ class JoinAndApply(beam.PTransform):
         return (
             keyed_inputs
             | "Join" >> beam.CoGroupByKey()
-            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn)).with_outputs(COUNTS, *self.output_tags)
+            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.output_tags)).with_outputs(COUNTS, *self.output_tags)
         )
 
 

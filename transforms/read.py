@@ -4,6 +4,16 @@ Generic: nothing here knows a D&D rule. A record is kept as the bytes it was
 read as until the per-key step; only its key field is looked at here. Every
 record that cannot be read or keyed becomes a dead letter with its original
 bytes, and every record read is counted, so the job can prove conservation.
+
+Records leave in blocks, not one element each: ``keyed`` carries
+``(key, block)`` where a block packs the records of one key met in one file
+(``encode_block``/``decode_block``), and ``dead`` carries lists of dead-letter
+rows. Beam pays a fixed cost per element (and per shuffled element), so a
+block per (file, key) instead of a line per element is most of the job's
+speed; packed blocks are compressed, which cuts what the shuffle holds and
+moves about fourfold (docs/benchmarks.md). A file's pending blocks are
+flushed whenever they hold ``BLOCK_BYTES``, so memory stays bounded whatever
+the file's size or order.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from typing import Iterator
 import apache_beam as beam
 import fastavro
 import orjson
+import zstandard  # a dependency of apache-beam itself
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -33,6 +44,9 @@ COUNTS = "counts"
 # A dead letter payload for a record too large to keep whole keeps its head only.
 OVERSIZE_PAYLOAD_HEAD = 64 * 1024
 _READ_BLOCK = 1 << 20
+# Pending keyed bytes of one file before its blocks are flushed; dead letters per block.
+BLOCK_BYTES = 16 << 20
+DEAD_BLOCK_ROWS = 1000
 
 
 def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
@@ -42,13 +56,16 @@ def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
     never holds more than ``max_record_bytes`` of one line in memory.
     """
     while True:
-        line = stream.readline(max_record_bytes + 1)
+        # Room for a record at the limit plus its line break ("\r\n" is two bytes).
+        line = stream.readline(max_record_bytes + 2)
         if not line:
             return
-        if line.endswith(b"\n") or len(line) <= max_record_bytes:
-            yield line.rstrip(b"\r\n") if line.endswith(b"\n") else line, False
+        record = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+        if len(record) <= max_record_bytes:
+            yield record, False
             continue
-        head = line[:OVERSIZE_PAYLOAD_HEAD]
+        # The first limit + 1 bytes are record content (never the "\r" of a line break).
+        head = record[: min(max_record_bytes + 1, OVERSIZE_PAYLOAD_HEAD)]
         while not line.endswith(b"\n"):  # skip the rest of the oversize line
             line = stream.readline(_READ_BLOCK)
             if not line:
@@ -81,16 +98,62 @@ def avro_record_to_json(record: dict) -> bytes:
 
 
 def _avro_payload(record: dict) -> bytes:
+    """A dead letter's payload for an Avro record: bytes as base64, any other value JSON has
+    no form for (decimals from a wider schema, ...) as its text. Must not fail: if it did, the
+    rest of the file would be lost with it."""
+
     def default(value):
         if isinstance(value, bytes):
             return {"base64": base64.b64encode(value).decode("ascii")}
-        raise TypeError
+        return str(value)
 
-    return orjson.dumps(record, default=default)
+    try:
+        return orjson.dumps(record, default=default)
+    except TypeError:  # nested deeper than JSON encoding allows
+        return b""
+
+
+# Fast level: the point is moving fewer bytes through the shuffle, not archiving.
+_ZSTD_LEVEL = 1
+
+
+def encode_block(records: list[bytes]) -> bytes:
+    """Records packed into one compressed value. A record never holds b"\\n": JSON
+    Lines records are split on it, and Avro records become JSON from orjson,
+    which escapes it."""
+    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(b"\n".join(records))
+
+
+def decode_block(block: bytes) -> list[bytes]:
+    return zstandard.ZstdDecompressor().decompress(block).split(b"\n")
+
+
+class _Blocks:
+    """Records of one file grouped by key, flushed as ``(key, block)`` past a byte budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.pending: dict[str, list[bytes]] = {}
+        self.size = 0
+
+    def add(self, key: str, line: bytes) -> bool:
+        """Add a record; True when the pending blocks should be flushed."""
+        block = self.pending.get(key)
+        if block is None:
+            self.pending[key] = [line]
+        else:
+            block.append(line)
+        self.size += len(line)
+        return self.size >= self.budget
+
+    def flush(self) -> list[tuple[str, bytes]]:
+        blocks = [(key, encode_block(records)) for key, records in self.pending.items()]
+        self.pending, self.size = {}, 0
+        return blocks
 
 
 class _ReadAndKey(beam.DoFn):
-    """One readable file -> (key, record bytes) pairs, dead letters and counts."""
+    """One readable file -> (key, block) pairs, dead-letter row blocks and counts."""
 
     def __init__(self, input_name: str, key_field: str, max_record_bytes: int) -> None:
         self.input_name = input_name
@@ -105,6 +168,7 @@ class _ReadAndKey(beam.DoFn):
         path = readable.metadata.path
         records = blank = dead_count = 0
         dead: list[dict] = []
+        blocks = _Blocks(BLOCK_BYTES)
         try:
             if path.endswith(".avro"):
                 source = self._avro_lines(readable, dead)
@@ -113,32 +177,37 @@ class _ReadAndKey(beam.DoFn):
             for line in source:
                 if line is None:
                     records += 1  # already a dead letter
-                    continue
-                if not line.strip():
+                elif not line.strip():
                     blank += 1
-                    continue
-                records += 1
-                keyed = self._key(line)
-                if isinstance(keyed, dict):
-                    dead.append(keyed)
                 else:
-                    yield beam.pvalue.TaggedOutput(KEYED, keyed)
-                while dead:
-                    dead_count += 1
-                    yield beam.pvalue.TaggedOutput(DEAD, dead.pop())
+                    records += 1
+                    keyed = self._key(line)
+                    if isinstance(keyed, dict):
+                        dead.append(keyed)
+                    elif blocks.add(*keyed):
+                        for block in blocks.flush():
+                            yield beam.pvalue.TaggedOutput(KEYED, block)
+                if len(dead) >= DEAD_BLOCK_ROWS:
+                    dead_count += len(dead)
+                    yield beam.pvalue.TaggedOutput(DEAD, dead)
+                    dead = []
         except Exception as exc:  # unreadable file or corrupt compression: the rest of it is one dead letter
             records += 1
             dead.append(dead_letter_row(
                 self.input_name,
                 f"file {path} could not be read past record {records - 1}: {type(exc).__name__}: {exc}"[:500],
                 b""))
-        for row in dead:
-            yield beam.pvalue.TaggedOutput(DEAD, row)
+        # Records keyed before a failure are still delivered: each was counted in.
+        for block in blocks.flush():
+            yield beam.pvalue.TaggedOutput(KEYED, block)
+        if dead:
+            dead_count += len(dead)
+            yield beam.pvalue.TaggedOutput(DEAD, dead)
         self.records.inc(records)
-        self.bad_records.inc(dead_count + len(dead))
+        self.bad_records.inc(dead_count)
         yield beam.pvalue.TaggedOutput(COUNTS, {
             f"{self.input_name}_in": records,
-            f"dead_letters/{self.input_name}": dead_count + len(dead),
+            f"dead_letters/{self.input_name}": dead_count,
             f"blank_lines/{self.input_name}": blank,
         })
 
@@ -196,7 +265,7 @@ def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
 
 @dataclass
 class ReadKeyedRecords(beam.PTransform):
-    """Files matching ``pattern`` -> tagged outputs ``keyed`` (key, bytes), ``dead`` rows, ``counts``."""
+    """Files matching ``pattern`` -> tagged outputs ``keyed`` (key, block), ``dead`` row blocks, ``counts``."""
 
     pattern: str
     input_name: str
@@ -210,6 +279,9 @@ class ReadKeyedRecords(beam.PTransform):
         return (
             pbegin
             | "Match" >> fileio.MatchFiles(absolute_pattern(self.pattern), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
+            # Matching is one element's work; without this break the runner fuses every
+            # file's read into that one bundle, so a single worker would read them all.
+            | "Spread" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
             | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes))
             .with_outputs(KEYED, DEAD, COUNTS)

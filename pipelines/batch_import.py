@@ -1,0 +1,185 @@
+"""Import provider batch results as the next attempts:
+``notarius-reprocess import-batch --provider P --results FILES --requests GLOB --output DIR``.
+
+Writes under ``--output``:
+
+- ``candidates.jsonl``: one raw model-candidate record (SPEC §3.2) per answered
+  request, ready to be added to the archive for the next run of the job;
+- ``ledger.jsonl``: every result line, byte for byte, with what it was;
+- ``import_manifest.json``: every exported request classified (imported,
+  errored, expired, canceled, missing), the ids of all not imported, and the
+  conservation check;
+- ``not_imported.txt``: those ids, one per line, for ``export-batch
+  --only-request-ids`` to resubmit exactly them.
+
+Plain Python rather than Beam: it reads one batch's files and writes four, in a
+single streaming pass that holds only the export index and one state per
+request, and provider batches are bounded (50,000 to 200,000 requests). One
+process gives byte-identical outputs for the same inputs, which a ledger needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from typing import Iterator, Sequence
+
+import orjson
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from domain.batch.export import INDEX_SUFFIX, REQUESTS_SUFFIX
+from domain.batch.ledger import (
+    CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
+    parse_index_row)
+from domain.batch.providers import PROVIDERS
+from transforms.read import absolute_pattern, decompressed
+from transforms.write import join_path, write_json_document
+
+CANDIDATES = "candidates.jsonl"
+LEDGER = "ledger.jsonl"
+MANIFEST = "import_manifest.json"
+NOT_IMPORTED = "not_imported.txt"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="notarius-reprocess import-batch", description=__doc__.split("\n\n")[0])
+    p.add_argument("--provider", required=True, choices=sorted(PROVIDERS), help="The batch API the requests went to.")
+    p.add_argument("--results", required=True, nargs="+",
+                   help="Every result file the provider returned (paths or globs): output and error files alike.")
+    p.add_argument("--requests", required=True, help="Glob of the exported requests-*.jsonl files (their .index.jsonl beside).")
+    p.add_argument("--output", required=True, help="Output directory (local, gs://, s3://).")
+    p.add_argument("--received-at", "--received_at", dest="received_at", default=None,
+                   help="received_at for results whose line carries no time (Anthropic, Gemini API); "
+                        f"default {UNKNOWN_TIME}, meaning unknown.")
+    p.add_argument("--unanswered", choices=(MISSING, EXPIRED, CANCELED), default=MISSING,
+                   help="What an exported request with no result line counts as (default missing; say expired or "
+                        "canceled when the whole batch expired or was cancelled and the provider writes no line for it).")
+    return p
+
+
+def match_all(patterns: Sequence[str], flag: str) -> list[str]:
+    paths: set[str] = set()
+    for pattern in patterns:
+        found = [m.path for m in FileSystems.match([absolute_pattern(pattern)])[0].metadata_list]
+        if not found:
+            raise SystemExit(f"{flag} {pattern!r} matches no files")
+        paths.update(found)
+    return sorted(paths)
+
+
+def request_files(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """(requests file, index file) pairs named by a glob that may match either."""
+    def stem(path: str) -> str:
+        for suffix in (INDEX_SUFFIX, REQUESTS_SUFFIX):  # the index first: it ends in .jsonl too
+            if path.endswith(suffix):
+                return path[:-len(suffix)]
+        return path
+
+    stems = {stem(p) for p in paths}
+    return [(stem + REQUESTS_SUFFIX, stem + INDEX_SUFFIX) for stem in sorted(stems)]
+
+
+def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) with only the b"\\n" terminator removed: what is kept is what was read."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, path) as stream:
+        for number, line in enumerate(iter(stream.readline, b""), start=1):
+            yield number, line[:-1] if line.endswith(b"\n") else line
+
+
+def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
+    """The export's requests, checked line by line against the file that was uploaded."""
+    exported: list[ExportedRequest] = []
+    for requests_path, index_path in pairs:
+        for path in (requests_path, index_path):
+            if not FileSystems.exists(path):
+                raise SystemExit(f"{path} is missing: --requests needs each requests file with its index beside it")
+        index = [parse_index_row(raw, f"{index_path}:{n}") for n, raw in read_lines(index_path) if raw.strip()]
+        lines = [raw for _, raw in read_lines(requests_path)]
+        if len(lines) != len(index) or any(
+                hashlib.sha256(line).hexdigest() != row.line_sha256 for line, row in zip(lines, index)):
+            raise SystemExit(f"{requests_path} does not match its index {index_path}: was the file edited?")
+        exported.extend(index)
+    return exported
+
+
+def run(argv: Sequence[str] | None = None) -> dict:
+    """Import the results and return the import manifest."""
+    args = parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
+    provider = PROVIDERS[args.provider]
+    pairs = request_files(match_all([args.requests], "--requests"))
+    results = match_all(args.results, "--results")
+    try:
+        ledger = ImportLedger(provider, load_exported(pairs), received_at=args.received_at or UNKNOWN_TIME,
+                              unanswered=args.unanswered)
+    except ExportIndexError as exc:
+        raise SystemExit(str(exc)) from None
+
+    written = ledger_rows = 0
+    files = []
+    with FileSystems.create(join_path(args.output, CANDIDATES)) as candidates_out, \
+            FileSystems.create(join_path(args.output, LEDGER)) as ledger_out:
+        for path in results:
+            digest, lines, blank = hashlib.sha256(), 0, 0
+            for number, raw in read_lines(path):
+                digest.update(raw + b"\n")
+                if not raw.strip():
+                    blank += 1
+                    continue
+                lines += 1
+                row, candidate = ledger.add(path, number, raw)
+                ledger_out.write(orjson.dumps(row) + b"\n")
+                ledger_rows += 1
+                if candidate is not None:
+                    candidates_out.write(orjson.dumps(candidate) + b"\n")
+                    written += 1
+            files.append({"path": path, "lines": lines, "blank_lines": blank, "sha256": digest.hexdigest()})
+
+    summary = ledger.summary()
+    resubmit = not_imported_ids(summary)
+    with FileSystems.create(join_path(args.output, NOT_IMPORTED)) as handle:
+        handle.write(b"".join(rid.encode("utf-8") + b"\n" for rid in resubmit))
+    result_lines = sum(f["lines"] for f in files)
+    conservation = summary["conservation"]
+    conservation["holds"] = (conservation["holds"] and written == summary["requests"]["imported"]
+                             and ledger_rows == result_lines)
+    manifest = {
+        "provider": provider.name,
+        **summary,
+        "candidates_written": written,
+        "ledger_rows": ledger_rows,
+        "requests_files": [p for p, _ in pairs],
+        "results_files": files,
+        "outputs": {"candidates": CANDIDATES, "ledger": LEDGER, "not_imported": NOT_IMPORTED},
+        "options": {"provider": provider.name, "results": list(args.results), "requests": args.requests,
+                    "output": args.output, "received_at": args.received_at, "unanswered": args.unanswered},
+    }
+    write_json_document(manifest, join_path(args.output, MANIFEST))
+    return manifest
+
+
+def format_summary(manifest: dict) -> str:
+    c = manifest["conservation"]
+    endings = manifest["imported_endings"]
+    lines = [
+        f"{manifest['provider']}: {c['exported']} exported = {c['imported']} imported + {c['errored']} errored + "
+        f"{c['expired']} expired + {c['canceled']} canceled + {c['missing']} missing -> "
+        f"{'holds' if c['holds'] else 'DOES NOT HOLD'}",
+        f"imported: {endings['complete']} complete, {endings['refused']} refused, {endings['truncated']} truncated "
+        "(refused and truncated answers are kept; the job will reject them with guidance)",
+        "result lines: " + ", ".join(f"{n} {kind}" for kind, n in manifest["result_lines"].items() if n),
+        f"candidates: {manifest['outputs']['candidates']}; to resubmit: {manifest['outputs']['not_imported']} "
+        f"({sum(len(v) for v in manifest['not_imported'].values())} ids)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    manifest = run(argv)
+    print(format_summary(manifest))
+    return 0 if manifest["conservation"]["holds"] else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
