@@ -32,7 +32,6 @@ import fastavro
 import orjson
 
 from domain.assets import durable_avro_schema_path, load_json_asset
-from domain.families import FAMILIES
 from domain.reprocess import OUTPUT_TAGS, RunConfig, process_source
 
 # The job's output schemas (pipelines.reprocess.OUTPUT_SCHEMAS; not imported, it would import Beam).

@@ -141,7 +141,7 @@ def run(archive: Archive) -> dict:
             timed(lambda item: list(validators[item[0]].iter_errors(item[1])), invalid_docs),
         "order_endpoints, forward refs": timed(lambda ref: order_endpoints(largest.index, sid, ref), forward),
         "order_endpoints, reversed refs (swap)": timed(lambda ref: order_endpoints(largest.index, sid, ref), reversed_refs),
-        f"span_within_chunk, 30-unit chunk": timed(lambda ref: span_within_chunk(largest.index, chunk_30, ref), short_spans),
+        "span_within_chunk, 30-unit chunk": timed(lambda ref: span_within_chunk(largest.index, chunk_30, ref), short_spans),
         f"span_within_chunk, long spans in a {n:,}-unit chunk": timed(lambda ref: span_within_chunk(largest.index, whole, ref), long_spans),
         "guidance rendering (render_guidance, failing candidates)": timed(render_guidance, issue_sets),
         "quote a model-supplied name (quote_name; every record's subject)": timed(quote_name, names),

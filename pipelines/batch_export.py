@@ -30,6 +30,7 @@ from domain.batch.export import (
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
+from pipelines.options import parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
@@ -73,16 +74,6 @@ def _limit(requested: int | None, provider_limit: int | None, flag: str) -> int 
     return requested if provider_limit is None else min(requested, provider_limit)
 
 
-def _families(value: str | None) -> frozenset[str] | None:
-    if not value:
-        return None
-    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
-    unknown = sorted(chosen - FAMILIES.keys())
-    if unknown:
-        raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
-    return chosen
-
-
 def _request_ids(path: str | None) -> frozenset[str] | None:
     if path is None:
         return None
@@ -124,7 +115,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     provider = PROVIDERS[args.provider]
     max_lines = _limit(args.max_lines_per_file, provider.max_lines, "--max-lines-per-file")
     max_bytes = _limit(args.max_bytes_per_file, provider.max_bytes, "--max-bytes-per-file")
-    families = _families(args.families)
+    families = parse_families(args.families)
     config = ExportConfig(
         provider_name=provider.name,
         settings=RequestSettings(model=args.model, max_output_tokens=args.max_output_tokens, temperature=args.temperature),
@@ -183,7 +174,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
 def _preflight(args: argparse.Namespace) -> None:
     """Everything that can be refused before a worker starts."""
     provider = PROVIDERS[args.provider]
-    problems = schema_problems(provider, _families(args.families) or FAMILIES)
+    problems = schema_problems(provider, parse_families(args.families) or FAMILIES)
     if problems:
         raise SystemExit(f"the LLM schemas do not fit {provider.name}'s structured-output subset:\n  " + "\n  ".join(problems))
     if args.temperature is not None and not provider.takes_temperature:

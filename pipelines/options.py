@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from domain.families import FAMILIES
+
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
+
+
+def parse_families(value: str | None) -> frozenset[str] | None:
+    """``--families a,b`` -> the chosen family keys (None: all); unknown keys stop the command."""
+    if not value:
+        return None
+    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(chosen - FAMILIES.keys())
+    if unknown:
+        raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
+    return chosen
 
 
 class ReprocessOptions(PipelineOptions):

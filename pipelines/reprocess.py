@@ -21,7 +21,7 @@ from domain.assets import durable_avro_schema_path, load_json_asset
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
-from pipelines.options import ReprocessOptions
+from pipelines.options import ReprocessOptions, parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
@@ -36,16 +36,6 @@ OUTPUT_SCHEMAS = {
     "evaluations": "outputs/evaluation.v1.avsc",
     "dead_letters": "outputs/dead_letter.v1.avsc",
 }
-
-
-def parse_families(value: str | None) -> frozenset[str] | None:
-    if not value:
-        return None
-    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
-    unknown = sorted(chosen - FAMILIES.keys())
-    if unknown:
-        raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
-    return chosen
 
 
 def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
