@@ -1,0 +1,82 @@
+"""Each composite PTransform on small data, with TestPipeline and assert_that (no D&D here)."""
+
+import gzip
+
+import apache_beam as beam
+import fastavro
+import orjson
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from output_reader import read_rows
+from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.read import COUNTS as READ_COUNTS
+from transforms.read import DEAD, KEYED, ReadKeyedRecords, decode_block, encode_block
+from transforms.write import WriteRows, WriteRowsByKey
+
+OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
+
+
+def test_read_keyed_records_keys_counts_and_dead_letters(tmp_path):
+    (tmp_path / "a.jsonl").write_bytes(b'{"k": "s1", "v": 1}\r\n\n{"k": "s2"}\nnot json\n')
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b'{"k": "s1", "v": 2}\n{"v": 3}\n' + b"x" * 200 + b"\n"))
+    (tmp_path / "c.jsonl").write_bytes(b"")
+    with TestPipeline(options=OPTIONS) as p:
+        read = p | ReadKeyedRecords(str(tmp_path / "*"), "candidates", "k", max_record_bytes=100)
+        keyed = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], line) for line in decode_block(kv[1])])
+        assert_that(keyed, equal_to([("s1", b'{"k": "s1", "v": 1}'), ("s2", b'{"k": "s2"}'),
+                                     ("s1", b'{"k": "s1", "v": 2}')]), label="keyed")
+        reasons = read[DEAD] | beam.FlatMap(lambda rows: [r["reason"].split(" (")[0] for r in rows])
+        assert_that(reasons, equal_to(["record is not valid JSON", "record is missing a string 'k'",
+                                       "record exceeds --max-record-bytes"]), label="dead")
+        totals = read[READ_COUNTS] | beam.CombineGlobally(SumCounts())
+        assert_that(totals, equal_to([{"blank_lines/candidates": 1, "candidates_in": 6,
+                                       "dead_letters/candidates": 3}]), label="counts")
+
+
+def test_join_and_apply_calls_fn_once_per_key_with_every_input():
+    def fn(key, groups):
+        rows = [{"key": key, "a": sorted(groups.get("a", [])), "b": sorted(groups.get("b", []))}]
+        return {"rows": rows}, {"keys": 1}
+
+    with TestPipeline(options=OPTIONS) as p:
+        a = p | "A" >> beam.Create([("k1", encode_block([b"1", b"2"])), ("k2", encode_block([b"3"]))])
+        b = p | "B" >> beam.Create([("k1", encode_block([b"x"]))])
+        out = {"a": a, "b": b} | JoinAndApply(fn, ("rows",))
+        rows = out["rows"] | beam.FlatMap(lambda block: block)
+        assert_that(rows, equal_to([{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]},
+                                    {"key": "k2", "a": [b"3"], "b": []}]), label="rows")
+        assert_that(out[COUNTS] | beam.CombineGlobally(SumCounts()), equal_to([{"keys": 2}]), label="counts")
+
+
+def test_join_and_apply_refuses_an_undeclared_output():
+    with pytest.raises(Exception, match="not one of"):
+        with TestPipeline(options=OPTIONS) as p:
+            keyed = p | beam.Create([("k", encode_block([b"1"]))])
+            _ = {"a": keyed} | JoinAndApply(lambda key, groups: ({"other": [{"x": 1}]}, {}), ("rows",))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "avro"])
+def test_write_rows_and_by_key(tmp_path, fmt):
+    schema = {"type": "record", "name": "Row", "fields": [{"name": "family", "type": "string"},
+                                                         {"name": "n", "type": "long"}]}
+    rows = [{"family": "a", "n": 1}, {"family": "b", "n": 2}, {"family": "a", "n": 3}]
+    with TestPipeline(options=OPTIONS) as p:
+        blocks = p | beam.Create([rows[:2], rows[2:], []])
+        blocks | "All" >> WriteRows(str(tmp_path / "all"), fmt, schema if fmt == "avro" else None)
+        blocks | "ByKey" >> WriteRowsByKey(str(tmp_path / "by"), fmt, lambda r: r["family"],
+                                           {"a": schema if fmt == "avro" else None,
+                                            "b": schema if fmt == "avro" else None,
+                                            "c": schema if fmt == "avro" else None})
+    key = lambda r: r["n"]  # noqa: E731
+    assert sorted(read_rows(tmp_path / "all"), key=key) == rows and fmt in next((tmp_path / "all").glob("part-*")).name
+    assert sorted(read_rows(tmp_path / "by" / "a"), key=key) == [rows[0], rows[2]]
+    assert read_rows(tmp_path / "by" / "b") == [rows[1]]
+    assert read_rows(tmp_path / "by" / "c") == [] and list((tmp_path / "by" / "c").glob("part-*"))
+    if fmt == "avro":  # a real Avro file that another reader opens
+        with open(next((tmp_path / "by" / "b").glob("part-*")), "rb") as handle:
+            assert list(fastavro.reader(handle)) == [rows[1]]
+    else:
+        assert all(orjson.loads(line) for line in next((tmp_path / "all").glob("part-*")).read_bytes().splitlines())
