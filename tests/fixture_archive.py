@@ -197,3 +197,13 @@ def write_archive(directory: Path) -> dict:
         "candidates_in": len(good) + len(bad_lines),
         "transcripts_in": 3,
     }
+
+
+def run_job(archive: dict, out: Path, *extra: str) -> tuple[dict, dict]:
+    """Run the job on ``archive`` in-process; returns (manifest, outputs). Fails the test unless it exits 0."""
+    from output_reader import read_outputs
+    from pipelines import reprocess
+
+    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out), *extra]
+    assert reprocess.main(argv) == 0
+    return orjson.loads((out / "manifest.json").read_bytes()), read_outputs(out)

@@ -28,8 +28,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fixture_archive import write_archive
-from output_reader import canonical, read_outputs
+from fixture_archive import run_job, write_archive
+from output_reader import canonical
 from pipelines import reprocess
 from domain.reprocess import process_source_groups
 
@@ -74,11 +74,8 @@ def archive(tmp_path_factory):
     return write_archive(tmp_path_factory.mktemp("archive"))
 
 
-def run_job(archive, out: Path, *extra) -> dict:
-    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"],
-            "--output", str(out), "--output-format", "jsonl", *extra]
-    assert reprocess.main(argv) == 0
-    return read_outputs(out)
+def run_jsonl(archive, out: Path, *extra) -> dict:
+    return run_job(archive, out, "--output-format", "jsonl", *extra)[1]
 
 
 def manifest_counts(out: Path) -> dict:
@@ -90,7 +87,7 @@ def manifest_counts(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def clean(archive, tmp_path_factory):
     out = tmp_path_factory.mktemp("clean")
-    return out, run_job(archive, out, "--runner=BundleBasedDirectRunner")
+    return out, run_jsonl(archive, out, "--runner=BundleBasedDirectRunner")
 
 
 def test_a_retried_bundle_leaves_the_outputs_unchanged_and_not_duplicated(archive, clean, tmp_path, monkeypatch):
@@ -98,7 +95,7 @@ def test_a_retried_bundle_leaves_the_outputs_unchanged_and_not_duplicated(archiv
     markers.mkdir()
     monkeypatch.setattr(reprocess, "process_source_groups", FailsOnce(markers))
     out = tmp_path / "retried"
-    retried = run_job(archive, out, "--runner=BundleBasedDirectRunner")
+    retried = run_jsonl(archive, out, "--runner=BundleBasedDirectRunner")
 
     assert (markers / "failed").exists()  # one bundle attempt failed, after emitting rows
     clean_out, clean_rows = clean

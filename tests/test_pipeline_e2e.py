@@ -4,26 +4,19 @@ import hashlib
 import subprocess
 import sys
 
-import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
 from domain.assets import durable_schema_path, load_json_asset
-from output_reader import canonical, read_outputs
+from output_reader import canonical
 from pipelines import reprocess
-from fixture_archive import EXPECTED_DEAD_LETTER_REASONS, EXPECTED_OUTCOMES, write_archive
+from fixture_archive import EXPECTED_DEAD_LETTER_REASONS, EXPECTED_OUTCOMES, run_job, write_archive
 
 OUTPUT_JSON_SCHEMAS = {
     "retry_requests": "outputs/retry_request.v1.json",
     "evaluations": "outputs/evaluation.v1.json",
     "dead_letters": "outputs/dead_letter.v1.json",
 }
-
-
-def run_job(archive, out, *extra):
-    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out), *extra]
-    assert reprocess.main(argv) == 0
-    return orjson.loads((out / "manifest.json").read_bytes()), read_outputs(out)
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fixture_archive import write_archive
-from output_reader import canonical, read_outputs
-from pipelines import reprocess
+from fixture_archive import run_job, write_archive
+from output_reader import canonical
 
 
 def free_port() -> int:
@@ -36,16 +35,13 @@ def archive(tmp_path_factory):
     return write_archive(tmp_path_factory.mktemp("archive"))
 
 
-def run(archive, out: Path, *extra) -> dict:
-    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"],
-            "--output", str(out), "--output-format", "jsonl", *extra]
-    assert reprocess.main(argv) == 0
-    return read_outputs(out)
-
-
 @pytest.fixture(scope="module")
 def reference(archive, tmp_path_factory):
     return run(archive, tmp_path_factory.mktemp("in-process"))
+
+
+def run(archive, out: Path, *extra) -> dict:
+    return run_job(archive, out, "--output-format", "jsonl", *extra)[1]
 
 
 def assert_same(a: dict, b: dict) -> None:
