@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 MAX_ISSUES = 50
 MAX_GUIDANCE_CHARS = 6000
 MAX_QUOTED_NAME_CHARS = 80
-GUIDANCE_VERSION = "guidance-v2"
+GUIDANCE_VERSION = "guidance-v3"
 # Model-supplied integers are echoed only while short: longer ones read like hashes, and
 # thousands of digits would push whole problems out of the bounded guidance.
 MAX_SHOWN_NUMBER = 10**12

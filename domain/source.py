@@ -35,6 +35,10 @@ class Unit:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
+    """A chunk of a transcript. Its record's list names a *set* of units (SPEC §3.1):
+    ``unit_ids`` holds them in document order, whatever order the record listed
+    them in, so the excerpt and the first and last unit are document-ordered."""
+
     chunk_id: str
     kind: str
     unit_ids: tuple[int, ...]
@@ -49,6 +53,14 @@ class Chunk:
     @property
     def last_unit_id(self) -> int:
         return self.unit_ids[-1]
+
+    def has_position(self, position: int | None) -> bool:
+        """True when the unit at document ``position`` is a member (a binary search)."""
+        if position is None:
+            return False
+        positions = self.sorted_positions
+        at = bisect_left(positions, position)
+        return at < len(positions) and positions[at] == position
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +192,10 @@ def transcript_from_record(record: Any) -> Transcript:
             positions.append(pos)
         if len(set(positions)) != len(positions):
             raise TranscriptError(f"{chunk_where} names a unit twice")
-        chunks[chunk_id] = Chunk(chunk_id, kind, tuple(member_ids), tuple(sorted(positions)))
+        # The list names a set: members are kept in document order, once per transcript.
+        ordered = tuple(sorted(positions))
+        in_order = index.unit_ids_in_order
+        chunks[chunk_id] = Chunk(chunk_id, kind, tuple(in_order[pos] for pos in ordered), ordered)
     return Transcript(source_id, tuple(units), chunks, index)
 
 

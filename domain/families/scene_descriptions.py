@@ -131,7 +131,8 @@ def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
             continue
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
         ranges = render_range(start, end)
-        outside = [u for u in dict.fromkeys((start, end)) if u not in chunk.unit_ids]
+        # Membership by position (a binary search): never a scan of the chunk per scene.
+        outside = [u for u in dict.fromkeys((start, end)) if not chunk.has_position(index.position(u))]
         start_pos, end_pos = index.position(start), index.position(end)
         if outside:
             shown = " and ".join(render_range(u, u) for u in outside)
@@ -178,7 +179,7 @@ SPEC = FamilySpec(
     chunk_kind="scene",
     response_model=SceneDescriptionsResponse,
     list_field=LIST_FIELD,
-    policy_version="scene-descriptions-policy-2",
+    policy_version="scene-descriptions-policy-3",
     enums={"kind": SCENE_KINDS},
     adapt=adapt,
     validators=(validate_scene_count, validate_shape, validate_range),
