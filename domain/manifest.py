@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from domain.assets import current_fingerprints
 from domain.families import FAMILIES
+from domain.records import unreadable_files
 
 OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
 
@@ -30,6 +31,20 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     candidates_in, evaluations = n("candidates_in"), n("evaluations")
     candidate_dead, filtered = n("dead_letters/candidates"), n("filtered")
     transcripts_in, transcripts_ok, transcript_dead = n("transcripts_in"), n("transcripts_ok"), n("dead_letters/transcripts")
+    # Files that could not be read to their end (corrupt compression, a truncated or unreadable
+    # Avro block): how many records their damaged part held is unknown, so conservation over
+    # that input cannot be proved and is not claimed.
+    unreadable = unreadable_files(counts)
+    unreadable_block = {
+        "count": sum(len(paths) for paths in unreadable.values()),
+        "by_input": {name: len(paths) for name, paths in unreadable.items()},
+        "paths": sorted(path for paths in unreadable.values() for path in paths),
+        "records_may_be_missing": bool(unreadable),
+        # Which conservation blocks cannot be proved (their "holds" is false because of these files).
+        "conservation_not_provable_for": sorted(unreadable),
+    }
+    candidates_provable = not unreadable.get("candidates")
+    transcripts_provable = not unreadable.get("transcripts")
     return {
         "inputs": {
             "transcripts": transcripts_in,
@@ -50,19 +65,21 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "evaluations": evaluations,
             "dead_letters": candidate_dead,
             "filtered": filtered,
-            "holds": candidates_in == evaluations + candidate_dead + filtered,
+            "holds": candidates_provable and candidates_in == evaluations + candidate_dead + filtered,
         },
         "transcript_conservation": {
             "transcripts_in": transcripts_in,
             "usable": transcripts_ok,
             "dead_letters": transcript_dead,
-            "holds": transcripts_in == transcripts_ok + transcript_dead,
+            "holds": transcripts_provable and transcripts_in == transcripts_ok + transcript_dead,
         },
+        "unreadable_files": unreadable_block,
         "prior_registry_conservation": {
             "prior_registries_in": n("prior_registries_in"),
             "valid": n("prior_registries_valid"),
             "dead_letters": n("dead_letters/prior_registries"),
-            "holds": n("prior_registries_in") == n("prior_registries_valid") + n("dead_letters/prior_registries"),
+            "holds": (not unreadable.get("prior_registries")
+                      and n("prior_registries_in") == n("prior_registries_valid") + n("dead_letters/prior_registries")),
         },
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),

@@ -96,3 +96,75 @@ def test_shuffling_every_chunk_list_changes_no_output_byte(rnd):
     result = process_source("crd3:S1", [shuffled], lines)
     # The transcript's own bytes differ, but nothing derived from it does.
     assert result_bytes(result) == result_bytes(reference)
+
+
+# --- 2. every Avro codec; a file that cannot be read is named, and conservation not claimed ---
+
+import fastavro  # noqa: E402
+import pytest  # noqa: E402
+
+from domain.assets import load_json_asset  # noqa: E402
+from domain.manifest import build_manifest  # noqa: E402
+from output_reader import read_outputs  # noqa: E402
+from pipelines import reprocess  # noqa: E402
+from test_reliability_fuzz import FIREBALL, S1, TRANSCRIPT_LINES, envelope  # noqa: E402
+
+AVRO_CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz", "lz4")
+
+
+def avro_candidates(prefix: str, n: int) -> list[dict]:
+    return [{**envelope(f"{prefix}-{k:02d}", attempt=1 + k % 3), "raw_response": FIREBALL.encode()}
+            for k in range(n)]
+
+
+def run_avro_job(tmp_path, files: dict[str, bytes]) -> tuple[int, dict, dict]:
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINES[S1])
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    out = tmp_path / "out"
+    code = reprocess.main(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "c-*"),
+                           "--output", str(out), "--output-format", "jsonl"])
+    return code, orjson.loads((out / "manifest.json").read_bytes()), read_outputs(out)
+
+
+def avro_bytes(records: list[dict], codec: str = "null", sync_interval: int = 16000, schema=None) -> bytes:
+    import io
+    handle = io.BytesIO()
+    schema = schema or fastavro.parse_schema(load_json_asset("inputs/model_candidate.v1.avsc"))
+    fastavro.writer(handle, schema, records, codec=codec, sync_interval=sync_interval)
+    return handle.getvalue()
+
+
+def test_every_avro_codec_is_read_and_a_damaged_file_is_named(tmp_path):
+    files = {f"c-{codec}.avro": avro_bytes(avro_candidates(codec, 20), codec) for codec in AVRO_CODECS}
+    damaged = avro_bytes(avro_candidates("cut", 20), sync_interval=1)  # one block per record
+    files["c-cut.avro"] = damaged[: len(damaged) * 3 // 4]
+    code, manifest, outputs = run_avro_job(tmp_path, files)
+    evaluated = {row["candidate_id"] for row in outputs["evaluations"]}
+    for codec in AVRO_CODECS:
+        assert {f"{codec}-{k:02d}" for k in range(20)} <= evaluated, codec
+    assert not [row for row in outputs["dead_letters"] if row["reason"] and "cramjam" in row["reason"]]
+    # The damaged file: the records before the damage are read; the rest is unknown, and said so.
+    cut = {cid for cid in evaluated if cid.startswith("cut-")}
+    assert 0 < len(cut) < 20
+    block = manifest["unreadable_files"]
+    assert block["count"] == 1 and block["by_input"] == {"candidates": 1}
+    assert [p.rsplit("/", 1)[-1] for p in block["paths"]] == ["c-cut.avro"]
+    assert block["records_may_be_missing"] and block["conservation_not_provable_for"] == ["candidates"]
+    assert manifest["conservation"]["holds"] is False
+    assert manifest["transcript_conservation"]["holds"] is True
+    assert code == 2  # the job cannot prove it lost nothing
+
+
+def test_the_manifest_names_unreadable_files_per_input():
+    counts = {"candidates_in": 2, "evaluations": 1, "dead_letters/candidates": 1,
+              "transcripts_in": 1, "transcripts_ok": 1,
+              "unreadable_file/candidates/gs://b/c-2.avro": 1, "unreadable_file/candidates/gs://b/c-1.jsonl.gz": 1}
+    manifest = build_manifest(counts, options={}, runner="DirectRunner")
+    assert manifest["unreadable_files"]["paths"] == ["gs://b/c-1.jsonl.gz", "gs://b/c-2.avro"]
+    assert manifest["conservation"]["holds"] is False and manifest["transcript_conservation"]["holds"] is True
+    clean = build_manifest({k: v for k, v in counts.items() if not k.startswith("unreadable")} |
+                           {"dead_letters/candidates": 1}, options={}, runner="DirectRunner")
+    assert clean["unreadable_files"] == {"count": 0, "by_input": {}, "paths": [], "records_may_be_missing": False,
+                                         "conservation_not_provable_for": []}
+    assert clean["conservation"]["holds"] is True

@@ -35,7 +35,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from domain.records import dead_letter_row
+from domain.records import dead_letter_row, unreadable_file_key
 
 KEYED = "keyed"
 DEAD = "dead"
@@ -193,10 +193,13 @@ class _ReadAndKey(beam.DoFn):
                     dead = []
         except Exception as exc:  # unreadable file or corrupt compression: the rest of it is one dead letter
             records += 1
+            unreadable = True
             dead.append(dead_letter_row(
                 self.input_name,
                 f"file {path} could not be read past record {records - 1}: {type(exc).__name__}: {exc}"[:500],
                 b""))
+        else:
+            unreadable = False
         # Records keyed before a failure are still delivered: each was counted in.
         for block in blocks.flush():
             yield beam.pvalue.TaggedOutput(KEYED, block)
@@ -205,11 +208,15 @@ class _ReadAndKey(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD, dead)
         self.records.inc(records)
         self.bad_records.inc(dead_count)
-        yield beam.pvalue.TaggedOutput(COUNTS, {
+        counts = {
             f"{self.input_name}_in": records,
             f"dead_letters/{self.input_name}": dead_count,
             f"blank_lines/{self.input_name}": blank,
-        })
+        }
+        if unreadable:
+            # How many records the damaged part held is unknown: the manifest must not claim conservation.
+            counts[unreadable_file_key(self.input_name, path)] = 1
+        yield beam.pvalue.TaggedOutput(COUNTS, counts)
 
     def _text_lines(self, readable: fileio.ReadableFile, dead: list[dict]):
         with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
