@@ -196,23 +196,37 @@ def _resolve_transcript(
     if not lines:
         return None, f"unknown source: no transcript with source_id {source_id!r}"
     distinct = sorted(set(lines))
-    if len(distinct) > 1:
+    # Copies are compared by content, not bytes: the same transcript pretty-printed and compact,
+    # or read once from JSON Lines and once from Avro, is one transcript (parsed only when copies differ).
+    if len(distinct) > 1 and len({_content_key(line) for line in distinct}) > 1:
         for line in sorted(lines):
             _dead(dead, counts, INPUT_TRANSCRIPTS, f"conflicting transcript records share source_id {source_id!r}", line)
         return None, f"unknown source: the transcripts for source_id {source_id!r} conflict"
-    for line in lines[1:]:
+    kept = distinct[0]  # the smallest bytes: the same choice whatever the arrival order
+    extra = sorted(lines)
+    extra.remove(kept)
+    for line in extra:
         _dead(dead, counts, INPUT_TRANSCRIPTS,
-              f"duplicate transcript record for source {source_id!r} (an identical copy was kept)", line)
+              f"duplicate transcript record for source {source_id!r} (a copy with the same content was kept)", line)
     try:
-        transcript = parse_transcript(distinct[0])
+        transcript = parse_transcript(kept)
     except TranscriptError as exc:
-        _dead(dead, counts, INPUT_TRANSCRIPTS, str(exc), distinct[0])
+        _dead(dead, counts, INPUT_TRANSCRIPTS, str(exc), kept)
         return None, f"unknown source: the transcript for source_id {source_id!r} was rejected ({exc})"
     if transcript.source_id != source_id:
-        _dead(dead, counts, INPUT_TRANSCRIPTS, "transcript source_id does not match its key", distinct[0])
+        _dead(dead, counts, INPUT_TRANSCRIPTS, "transcript source_id does not match its key", kept)
         return None, f"unknown source: no usable transcript for source_id {source_id!r}"
     counts["transcripts_ok"] += 1
     return transcript, None
+
+
+def _content_key(line: bytes) -> bytes:
+    """What a transcript record says, whatever its spacing, key order or source format.
+    A record that does not parse (or does not re-encode) is its own bytes."""
+    try:
+        return b"j" + orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return b"b" + line
 
 
 def _admit_candidates(

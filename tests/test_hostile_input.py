@@ -168,3 +168,33 @@ def test_the_manifest_names_unreadable_files_per_input():
     assert clean["unreadable_files"] == {"count": 0, "by_input": {}, "paths": [], "records_may_be_missing": False,
                                          "conservation_not_provable_for": []}
     assert clean["conservation"]["holds"] is True
+
+
+# --- 4. duplicate transcripts are compared by content, not bytes ------------------------------
+
+import json  # noqa: E402
+
+from transforms.read import avro_record_to_json  # noqa: E402
+
+
+def test_the_same_transcript_in_two_spellings_is_one_transcript():
+    record = orjson.loads(TRANSCRIPT_LINES[S1])
+    compact = TRANSCRIPT_LINES[S1]
+    pretty = json.dumps(record, indent=2).replace("\n", " ").encode()  # one line, other spacing
+    reordered = avro_record_to_json({"chunks": record["chunks"], "units": record["units"], "source_id": S1})
+    copies = [pretty, compact, reordered]
+    for arrival in (copies, copies[::-1]):
+        result = process_source(S1, arrival, [orjson.dumps(envelope("c-1"))])
+        assert result.counts["transcripts_ok"] == 1
+        assert [row["candidate_id"] for row in result.evaluations] == ["c-1"]
+        dead = [row for row in result.dead_letters]
+        assert len(dead) == 2 and all("same content" in row["reason"] for row in dead)
+        assert sorted(row["payload"].encode() for row in dead) == sorted(set(copies) - {min(copies)})
+
+
+def test_transcripts_with_different_content_still_conflict():
+    record = orjson.loads(TRANSCRIPT_LINES[S1])
+    other = orjson.dumps({**record, "units": record["units"][:-1] + [{**record["units"][-1], "text": "edited"}]})
+    result = process_source(S1, [TRANSCRIPT_LINES[S1], other], [orjson.dumps(envelope("c-1"))])
+    assert not result.evaluations
+    assert sum("conflicting" in row["reason"] for row in result.dead_letters) == 2
