@@ -80,3 +80,29 @@ def composed_prompt(family: str) -> bytes:
 def current_fingerprints(family: str) -> tuple[str, str]:
     """(prompt fingerprint, LLM schema fingerprint) of ``family`` as shipped now."""
     return fingerprint(composed_prompt(family)), fingerprint(read_asset(llm_schema_path(family)))
+
+
+# The contract's input records (SPEC §3.1, §3.2) as Avro schemas.
+TRANSCRIPT_INPUT_SCHEMA = "inputs/transcript.v1.avsc"
+CANDIDATE_INPUT_SCHEMA = "inputs/model_candidate.v1.avsc"
+
+
+def input_field_shape(path: str) -> dict:
+    """The field names a contract input schema names, nested: {name: sub-shape or None}.
+
+    Reading keeps only these fields of an Avro record (a wider schema's other
+    fields are ignored, whatever their type); None keeps a value as it is.
+    """
+    return _record_shape(load_json_asset(path))
+
+
+def _record_shape(avro_type):
+    if isinstance(avro_type, list):  # a union: the first branch with fields of its own
+        shapes = [shape for shape in map(_record_shape, avro_type) if shape is not None]
+        return shapes[0] if shapes else None
+    if isinstance(avro_type, dict):
+        if avro_type.get("type") == "record":
+            return {f["name"]: _record_shape(f["type"]) for f in avro_type["fields"]}
+        if avro_type.get("type") == "array":
+            return _record_shape(avro_type["items"])
+    return None

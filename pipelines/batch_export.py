@@ -25,6 +25,7 @@ import orjson
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
     INPUT_RETRY_REQUESTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
@@ -122,7 +123,8 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         max_bytes_per_file=max_bytes, families=families, only_request_ids=_request_ids(args.only_request_ids))
 
     transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
-        args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes)
+        args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes,
+        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA))
     requests = pipeline | "ReadRetryRequests" >> ReadKeyedRecords(
         args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes)
     shaped = {INPUT_TRANSCRIPTS: transcripts[KEYED], INPUT_RETRY_REQUESTS: requests[KEYED]} | "PerSource" >> JoinAndApply(

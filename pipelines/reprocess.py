@@ -17,7 +17,13 @@ import orjson
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from domain.assets import durable_avro_schema_path, load_json_asset
+from domain.assets import (
+    CANDIDATE_INPUT_SCHEMA,
+    TRANSCRIPT_INPUT_SCHEMA,
+    durable_avro_schema_path,
+    input_field_shape,
+    load_json_asset,
+)
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
@@ -43,9 +49,11 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     fmt = opts.output_format
 
     transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
-        opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes)
+        opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes,
+        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA))
     candidates = pipeline | "ReadCandidates" >> ReadKeyedRecords(
-        opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes)
+        opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes,
+        fields=input_field_shape(CANDIDATE_INPUT_SCHEMA))
 
     inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_CANDIDATES: candidates}
     if opts.prior_registries:

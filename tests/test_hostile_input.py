@@ -198,3 +198,41 @@ def test_transcripts_with_different_content_still_conflict():
     result = process_source(S1, [TRANSCRIPT_LINES[S1], other], [orjson.dumps(envelope("c-1"))])
     assert not result.evaluations
     assert sum("conflicting" in row["reason"] for row in result.dead_letters) == 2
+
+
+# --- 3. Avro fields the contract does not name are ignored, whatever their type -------------
+
+import decimal  # noqa: E402
+
+from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input_field_shape  # noqa: E402
+from transforms.read import project  # noqa: E402
+
+
+def wider(schema: dict, extra_fields: list[dict]) -> dict:
+    return {**schema, "fields": schema["fields"] + extra_fields}
+
+
+def test_avro_candidates_with_extra_decimal_and_bytes_columns_are_read(tmp_path):
+    base = load_json_asset(CANDIDATE_INPUT_SCHEMA)
+    schema = fastavro.parse_schema(wider(base, [
+        {"name": "cost", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}},
+        {"name": "blob", "type": "bytes"},
+    ]))
+    records = [{**r, "cost": decimal.Decimal("1.50"), "blob": b"\xff\xfe\x00 not text"}
+               for r in avro_candidates("wide", 5)]
+    bad = {**records[0], "candidate_id": "wide-bad", "raw_response": b"\xff\xfe"}  # a NAMED field still checked
+    code, manifest, outputs = run_avro_job(tmp_path, {"c-wide.avro": avro_bytes(records + [bad], schema=schema)})
+    assert code == 0 and manifest["conservation"]["holds"]
+    assert sorted(row["candidate_id"] for row in outputs["evaluations"]) == [f"wide-{k:02d}" for k in range(5)]
+    (dead,) = outputs["dead_letters"]
+    assert "wide-bad" in dead["payload"] and "non-UTF-8" in dead["reason"]
+
+
+def test_projection_keeps_exactly_the_named_fields_at_every_depth():
+    shape = input_field_shape(TRANSCRIPT_INPUT_SCHEMA)
+    record = {"source_id": "s", "extra": decimal.Decimal(1),
+              "units": [{"unit_id": 1, "speaker": "A", "text": "t", "mood": b"\xff"}],
+              "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": [1], "note": None}]}
+    assert project(record, shape) == {"source_id": "s", "units": [{"unit_id": 1, "speaker": "A", "text": "t"}],
+                                      "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": [1]}]}
+    assert set(input_field_shape(CANDIDATE_INPUT_SCHEMA)["producer"]) == {"provider", "model"}

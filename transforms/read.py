@@ -86,6 +86,19 @@ def decompressed(raw, path: str):
     return contextlib.nullcontext(raw)
 
 
+def project(value, shape):
+    """``value`` with only the fields ``shape`` names (nested: {name: sub-shape or None}); lists
+    are projected item by item. Fields a contract does not name are ignored, whatever their
+    type, so they can neither fail nor reach the record."""
+    if shape is None:
+        return value
+    if isinstance(value, dict):
+        return {key: project(item, shape[key]) for key, item in value.items() if key in shape}
+    if isinstance(value, list):
+        return [project(item, shape) for item in value]
+    return value
+
+
 def avro_record_to_json(record: dict) -> bytes:
     """An Avro record as a JSON line; bytes fields must be UTF-8 text."""
 
@@ -155,10 +168,11 @@ class _Blocks:
 class _ReadAndKey(beam.DoFn):
     """One readable file -> (key, block) pairs, dead-letter row blocks and counts."""
 
-    def __init__(self, input_name: str, key_field: str, max_record_bytes: int) -> None:
+    def __init__(self, input_name: str, key_field: str, max_record_bytes: int, fields: dict | None = None) -> None:
         self.input_name = input_name
         self.key_field = key_field
         self.max_record_bytes = max_record_bytes
+        self.fields = fields
 
     def setup(self) -> None:
         self.bad_records = Metrics.counter("read", f"{self.input_name}_dead_letters")
@@ -234,7 +248,7 @@ class _ReadAndKey(beam.DoFn):
         with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
             for record in fastavro.reader(stream):
                 try:
-                    yield avro_record_to_json(record)
+                    yield avro_record_to_json(project(record, self.fields))
                 except (UnicodeDecodeError, TypeError) as exc:
                     dead.append(dead_letter_row(self.input_name, f"Avro record has non-UTF-8 text ({exc})"[:300],
                                                 _avro_payload(record)))
@@ -278,6 +292,8 @@ class ReadKeyedRecords(beam.PTransform):
     input_name: str
     key_field: str
     max_record_bytes: int
+    # Avro only: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
+    fields: dict | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -290,6 +306,6 @@ class ReadKeyedRecords(beam.PTransform):
             # file's read into that one bundle, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
-            | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes))
+            | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes, self.fields))
             .with_outputs(KEYED, DEAD, COUNTS)
         )
