@@ -161,13 +161,12 @@ def render_guidance(issues: Sequence[Issue], opening: str = GUIDANCE_OPENING) ->
     """
     corrections = [issue.correction for issue in issues if issue.correction is not None]
     # Group identical (problem, fix) instructions; keep first-seen order.
-    groups: dict[tuple[str, str], list[str]] = {}
+    # Subjects are ordered sets (dicts): linear in the number of records sharing one problem.
+    groups: dict[tuple[str, str], dict[str, None]] = {}
     for c in dict.fromkeys(corrections):
         label = f"{c.subject} ({c.cited})" if c.cited else c.subject
-        subjects = groups.setdefault((c.problem, c.fix), [])
-        if label not in subjects:
-            subjects.append(label)
-    lines = [_correction_line(subjects, problem, fix) for (problem, fix), subjects in groups.items()]
+        groups.setdefault((c.problem, c.fix), {})[label] = None
+    lines = [_correction_line(list(subjects), problem, fix) for (problem, fix), subjects in groups.items()]
     kept, omitted = lines[:MAX_ISSUES], max(0, len(lines) - MAX_ISSUES)
 
     head = opening + "\n"

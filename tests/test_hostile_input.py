@@ -236,3 +236,56 @@ def test_projection_keeps_exactly_the_named_fields_at_every_depth():
     assert project(record, shape) == {"source_id": "s", "units": [{"unit_id": 1, "speaker": "A", "text": "t"}],
                                       "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": [1]}]}
     assert set(input_field_shape(CANDIDATE_INPUT_SCHEMA)["producer"]) == {"provider", "model"}
+
+
+# --- 5. cost on hostile input: linear in the response and chunk sizes ------------------------
+# A ratio, not a wall-clock bound: the same work at four times the size must cost about four
+# times as much (a quadratic path costs sixteen). The best of three runs damps a busy machine.
+
+import time  # noqa: E402
+
+
+def hostile_transcript(units: int) -> bytes:
+    ids = list(range(units, 0, -1))  # ids fall: numeric order is never document order
+    return orjson.dumps({"source_id": SOURCE, "units": [{"unit_id": u, "speaker": "A", "text": ""} for u in ids],
+                         "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": ids[: units // 2]},
+                                    {"chunk_id": "s", "kind": "scene", "unit_ids": ids[::-1]}]})
+
+
+def hostile_response(family: str, n: int, units: int) -> dict:
+    """n records that all share one problem (so guidance groups them all in one line)."""
+    if family == "spells":  # cites a unit outside the chunk, and a ritual that is not one
+        return {"spells": [{"spell_name": "Fireball", "caster_name": f"C{k}",
+                            "cast": {"level": 3, "as_ritual": True, "target_names": []},
+                            "evidence": [{"start_unit_id": 1, "end_unit_id": units - k % (units // 2)}]}
+                           for k in range(n)]}
+    if family == "scene-descriptions":  # many scenes, none with the chunk's exact range
+        return {"scenes": [{"kind": "combat", "title": f"T{k}", "summary": "s", "start_unit_id": 2 + k % (units - 2),
+                            "end_unit_id": units} for k in range(n)]}
+    if family == "combat-turns":  # attacks without a target
+        return {"turns": [{"round": 1, "actor_name": f"A{k}", "turn_kind": "attack", "target_names": [],
+                           "evidence": [{"start_unit_id": units, "end_unit_id": units}]} for k in range(n)]}
+    if family == "npc-registry":  # every entry repeats one name
+        return {"npcs": [{"name": "Grog", "aliases": [f"G{k}"], "description": "",
+                          "evidence": [{"start_unit_id": units, "end_unit_id": units}]} for k in range(n)]}
+    raise ValueError(family)
+
+
+def cost(family: str, n: int) -> float:
+    units = 4 * n
+    chunk = "s" if family == "scene-descriptions" else "x"
+    transcript_line = hostile_transcript(units)
+    line = candidate("c-big", family, chunk, hostile_response(family, n, units))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        result = process_source(SOURCE, [transcript_line], [line])
+        best = min(best, time.perf_counter() - start)
+    assert verdicts(result) == {"c-big": "rejected"} and len(result.retry_requests) == 1
+    return best
+
+
+@pytest.mark.parametrize("family", ["spells", "scene-descriptions", "combat-turns", "npc-registry"])
+def test_a_hostile_candidate_costs_linear_in_its_size(family):
+    small, large = cost(family, 1500), cost(family, 6000)
+    assert large / small < 8, (family, small, large)  # linear: ~4; quadratic: ~16

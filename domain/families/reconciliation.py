@@ -184,6 +184,7 @@ def proposal_issues(records: Sequence[ReconciledRecord], entries: Sequence[Liste
     """Every problem of the proposal in one pass: labels first, then entries, then names."""
     found: list[ProposalIssue] = []
     holders: dict[str, dict[int, None]] = {entry.label: {} for entry in entries}  # ordered sets
+    refs = [EntityRef.of(record) for record in records]  # once per entity: issues share them
     for n, record in enumerate(records):
         unknown: set[str] = set()
         for k, label in enumerate(record.member_labels):
@@ -193,7 +194,7 @@ def proposal_issues(records: Sequence[ReconciledRecord], entries: Sequence[Liste
                 unknown.add(label)
                 found.append(ProposalIssue(UNKNOWN_LABEL, f"{LIST_FIELD}[{n}].member_labels[{k}]",
                                            f"label {label!r} is not one of the {len(entries)} listed entries",
-                                           entity=EntityRef.of(record), label=label))
+                                           entity=refs[n], label=label))
     for entry in entries:
         owners = list(holders[entry.label])
         if not owners:
@@ -203,12 +204,12 @@ def proposal_issues(records: Sequence[ReconciledRecord], entries: Sequence[Liste
             found.append(ProposalIssue(
                 ENTRY_IN_SEVERAL_ENTITIES, entry.label,
                 f"entry {entry.label} is in entities {', '.join(f'{LIST_FIELD}[{n}]' for n in owners)}",
-                entry=entry, others=tuple(EntityRef.of(records[n]) for n in owners)))
-    found.extend(_name_issues(records))
+                entry=entry, others=tuple(refs[n] for n in owners)))
+    found.extend(_name_issues(records, refs))
     return tuple(found)
 
 
-def _name_issues(records: Sequence[ReconciledRecord]) -> list[ProposalIssue]:
+def _name_issues(records: Sequence[ReconciledRecord], refs: Sequence[EntityRef]) -> list[ProposalIssue]:
     """Blank names and aliases, and folded names shared by two entities.
 
     Every clash is reported once per entity that repeats a name an earlier
@@ -222,15 +223,15 @@ def _name_issues(records: Sequence[ReconciledRecord]) -> list[ProposalIssue]:
             where = f"{LIST_FIELD}[{n}].{field_name}"
             folded = fold_name(value)
             if not folded:
-                found.append(ProposalIssue(BLANK_NAME, where, f"blank {field_name}", entity=EntityRef.of(record),
+                found.append(ProposalIssue(BLANK_NAME, where, f"blank {field_name}", entity=refs[n],
                                            field=field_name))
                 continue
             first = owner.setdefault(folded, n)
             if first != n and folded not in reported:
                 reported.add(folded)
                 found.append(ProposalIssue(NAME_CONFLICT, where, f"name {value!r} repeats {LIST_FIELD}[{first}]",
-                                           entity=EntityRef.of(record), field=field_name, value=value,
-                                           others=(EntityRef.of(records[first]),)))
+                                           entity=refs[n], field=field_name, value=value,
+                                           others=(refs[first],)))
     return found
 
 
@@ -299,8 +300,11 @@ def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed
                              f"or make it {words.one} of its own.", words))
     if issue.category == ENTRY_IN_SEVERAL_ENTITIES:
         assert issue.entry is not None
+        shown = issue.others[:MAX_LABELS_SHOWN]  # bounded: a line too long for the guidance would be dropped
         holders = " and ".join(quote_name(other.name) if other.name.strip() else "one with a blank `name`"
-                               for other in issue.others)
+                               for other in shown)
+        more = len(issue.others) - len(shown)
+        holders += f" and {more} more" if more > 0 else ""
         return Correction(
             entry_subject(issue.entry), cited(issue.entry.evidence),
             f"It is in the `member_labels` of several {plural}: {holders}.",
