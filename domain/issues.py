@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Container, Iterable, Sequence
 
 # One shared bound for every family (it is part of each validator policy fingerprint).
 MAX_ISSUES = 50
@@ -108,19 +108,43 @@ def operator_issue_records(issues: Sequence[Issue], limit: int = MAX_ISSUES) -> 
     return rows
 
 
-def render_range(start: Any, end: Any) -> str:
-    """A cited range as a model reads it: "unit 40" or "units 40–44"."""
+def render_range(start: Any, end: Any, known: Container = ()) -> str:
+    """A cited range as a model reads it: "unit 40" or "units 40–44".
+
+    ``known`` holds the ids that exist (the transcript's ``DocumentIndex``): those are
+    always written exactly, however long. Only a number that exists nowhere is elided
+    once it is too long to read as an id.
+    """
     if start == end:
-        return f"unit {_unit_text(start)}"
-    return f"units {_unit_text(start)}–{_unit_text(end)}"
+        return f"unit {_unit_text(start, known)}"
+    return f"units {_unit_text(start, known)}–{_unit_text(end, known)}"
 
 
-def render_ranges(ranges: Iterable[tuple[Any, Any]], limit: int = 3) -> str:
+def render_ranges(ranges: Iterable[tuple[Any, Any]], limit: int = 3, known: Container = ()) -> str:
     """Several cited ranges, de-duplicated and bounded: "units 4–6, unit 9 and 2 more ranges"."""
-    texts = list(dict.fromkeys(render_range(s, e) for s, e in ranges))
+    texts = list(dict.fromkeys(render_range(s, e, known) for s, e in ranges))
     shown = ", ".join(texts[:limit])
     more = len(texts) - limit
     return shown + (f" and {more} more range{'s' if more != 1 else ''}" if more > 0 else "")
+
+
+def render_units(unit_ids: Sequence[Any], known: Container = (), total: int | None = None, limit: int = 3) -> str:
+    """Single units, with number agreement: "unit 3", "units 3 and 8", "units 3, 8, 11 and 4 more".
+
+    ``total`` is how many there are when ``unit_ids`` shows only the first few.
+    """
+    texts = list(dict.fromkeys(_unit_text(u, known) for u in unit_ids))[:limit]
+    count = max(len(texts), total or 0)
+    if count == 1:
+        return f"unit {texts[0]}"
+    more = count - len(texts)
+    if more > 0:
+        return f"units {', '.join(texts)} and {more} more"
+    return f"units {', '.join(texts[:-1])} and {texts[-1]}"
+
+
+def is_are(count: int) -> str:
+    return "is" if count == 1 else "are"
 
 
 def render_number(value: int, out_of_range: str = "an out-of-range number") -> str:
@@ -128,8 +152,10 @@ def render_number(value: int, out_of_range: str = "an out-of-range number") -> s
     return str(value) if -MAX_SHOWN_NUMBER < value < MAX_SHOWN_NUMBER else out_of_range
 
 
-def _unit_text(value: Any) -> str:
+def _unit_text(value: Any, known: Container = ()) -> str:
     if type(value) is int:
+        if value in known:  # an id of the transcript: always exact
+            return str(value)
         return render_number(value, "(an out-of-range id)")
     return quote_name(str(value), limit=20)
 

@@ -115,6 +115,36 @@ def chunk_contains_positions(chunk: Chunk, first: int, last: int) -> bool:
     return hi - lo == last - first + 1
 
 
+def chunk_missing_positions(chunk: Chunk, first: int, last: int, limit: int = 3) -> tuple[tuple[int, ...], int]:
+    """The first ``limit`` document positions in [first, last] that are NOT members of
+    ``chunk`` (a gap in it), and how many there are in all.
+
+    O(limit * log n), whatever the span: ``sorted_positions[i] - i`` never decreases,
+    so the first gap after a member run is one binary search away.
+    """
+    positions = chunk.sorted_positions
+    lo = bisect_left(positions, first)
+    hi = bisect_left(positions, last + 1)
+    total = (last - first + 1) - (hi - lo)
+    found: list[int] = []
+    current, i = first, lo  # every member from index i on sits at or after ``current``
+    while len(found) < limit and current <= last:
+        key = current - i
+        a, b = i, hi
+        while a < b:  # first j in [i, hi) where positions[j] - j > key: a gap before it
+            mid = (a + b) // 2
+            if positions[mid] - mid <= key:
+                a = mid + 1
+            else:
+                b = mid
+        missing = current + (a - i)
+        if missing > last:
+            break
+        found.append(missing)
+        current, i = missing + 1, a
+    return tuple(found), total
+
+
 def _require(record: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in record:
         raise TranscriptError(f"{where} is missing the field '{key}'")

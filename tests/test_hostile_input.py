@@ -289,3 +289,64 @@ def cost(family: str, n: int) -> float:
 def test_a_hostile_candidate_costs_linear_in_its_size(family):
     small, large = cost(family, 1500), cost(family, 6000)
     assert large / small < 8, (family, small, large)  # linear: ~4; quadratic: ~16
+
+
+# --- 8. a chunk with a gap: name the missing units; number agreement ---------------------------
+
+from domain.source import Chunk, chunk_missing_positions  # noqa: E402
+
+
+def test_a_range_across_a_gap_in_the_chunk_names_the_missing_unit():
+    line = source_line([5, 3, 9, 1, 7], [{"chunk_id": "x", "kind": "extraction", "unit_ids": [5, 9, 1, 7]}])
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(5, 7))]))
+    assert "includes unit 3, which is not in the transcript excerpt" in text
+    assert "reaches beyond" not in text
+    two = source_line([5, 3, 9, 1, 7], [{"chunk_id": "x", "kind": "extraction", "unit_ids": [5, 1, 7]}])
+    text = guidance(process_source(SOURCE, [two], [candidate("c-1", "spells", "x", spell_at(5, 7))]))
+    assert "includes units 3 and 9, which are not in the transcript excerpt" in text
+
+
+def test_two_unknown_endpoints_agree_in_number():
+    line = source_line(DOC_ORDER, [{"chunk_id": "x", "kind": "extraction", "unit_ids": [5, 3, 9]}])
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(100, 101))]))
+    assert "It cites units 100 and 101, which are not in the transcript excerpt." in text
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(100, 5))]))
+    assert "It cites unit 100, which is not in the transcript excerpt." in text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 40), min_size=1), st.integers(0, 45), st.integers(0, 45), st.integers(0, 6))
+def test_chunk_missing_positions_finds_exactly_the_gaps(members, a, b, limit):
+    first, last = min(a, b), max(a, b)
+    positions = tuple(sorted(members))
+    chunk = Chunk("x", "extraction", positions, positions)
+    expected = [p for p in range(first, last + 1) if p not in members]
+    assert chunk_missing_positions(chunk, first, last, limit) == (tuple(expected[:limit]), len(expected))
+
+
+# --- 6. ids that exist in the transcript are always written exactly ------------------------------
+
+BIG = [10**12, 10**15 + 7, 2**63 - 1]
+
+
+def test_long_transcript_ids_are_written_exactly_and_invented_ones_elided():
+    line = source_line(BIG + [4], [{"chunk_id": "x", "kind": "extraction", "unit_ids": BIG[:2]},
+                                   {"chunk_id": "s", "kind": "scene", "unit_ids": BIG}])
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(BIG[0], 4))]))
+    assert f"units {BIG[0]}–4" in text and f"excerpt (units {BIG[0]}–{BIG[1]})" in text
+    assert "out-of-range" not in text
+    invented = 10**14 + 3
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(BIG[0], invented))]))
+    assert f"units {BIG[0]}–(an out-of-range id)" in text and str(invented) not in text
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "scene-descriptions", "s", scene(BIG[1], BIG[2]))]))
+    assert f"units {BIG[1]}–{BIG[2]}" in text and "out-of-range" not in text
+
+
+# --- 9. a number out of range is valid JSON: say so ------------------------------------------
+
+def test_a_number_beyond_double_range_is_not_called_invalid_json():
+    line = source_line(DOC_ORDER, [{"chunk_id": "x", "kind": "extraction", "unit_ids": [5, 3, 9]}])
+    raw = orjson.dumps(spell_at(5, 9)).decode().replace('"level":1', '"level":1e400')
+    text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", raw)]))
+    assert "not valid JSON" not in text
+    assert 'valid JSON, but the number "1e400" is far too large' in text

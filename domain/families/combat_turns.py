@@ -79,7 +79,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Actor named, target names non-blank, round >= 1, an attack names a target - every defect, one pass."""
     out = IssueCollector("combat_turns.shape")
     for n, rec in enumerate(adapted.records):
-        who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence)
+        who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
         if not rec.actor_name.strip():
             out.add("blank_actor_name", f"{where}.actor_name", "blank actor_name",
                     Correction(who, ranges, "`actor_name` is blank.",

@@ -8,9 +8,10 @@ noun for their kind.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Container, Iterable, Sequence
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -18,8 +19,17 @@ from jsonschema import Draft202012Validator
 from domain.assets import llm_schema_path, load_json_asset
 from domain.evidence import SourceRef, canonical_evidence, earliest_evidence_unit_id, span_within_chunk
 from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
-from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range, render_ranges
-from domain.source import Chunk, DocumentIndex, Transcript
+from domain.issues import (
+    Correction,
+    Issue,
+    IssueCollector,
+    is_are,
+    quote_name,
+    render_range,
+    render_ranges,
+    render_units,
+)
+from domain.source import Chunk, DocumentIndex, Transcript, chunk_missing_positions
 
 
 # --- adaptation -----------------------------------------------------------------
@@ -55,8 +65,12 @@ def _earliest_position(index: DocumentIndex, refs: Sequence[SourceRef]) -> int |
 # --- source references -----------------------------------------------------------
 
 def chunk_extent(chunk: Chunk) -> str:
-    """The excerpt's range as the model saw it."""
-    return render_range(chunk.first_unit_id, chunk.last_unit_id)
+    """The excerpt's range as the model saw it (document order; chunk ids exist, so exact)."""
+    return render_range(chunk.first_unit_id, chunk.last_unit_id, (chunk.first_unit_id, chunk.last_unit_id))
+
+
+# How many units of a gap a correction names before "and N more".
+MAX_UNITS_SHOWN = 3
 
 
 def check_source_references(
@@ -76,26 +90,44 @@ def check_source_references(
     for n, ref in enumerate(refs):
         if span_within_chunk(index, chunk, ref):
             continue
-        cited = render_range(ref.start_unit_id, ref.end_unit_id)
+        cited = render_range(ref.start_unit_id, ref.end_unit_id, index)
         where = f"{location}.evidence[{n}]"
         extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
-        unresolved = [u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None]
+        unresolved = list(dict.fromkeys(u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None))
         if unresolved:
-            shown = ", ".join(dict.fromkeys(render_range(u, u) for u in unresolved))
             collector.add(
                 "unresolved_unit",
                 where,
                 f"evidence endpoint(s) {unresolved!r} do not resolve in source {ctx.transcript.source_id}",
-                Correction(subject, cited, f"It cites {shown}, which is not in the transcript excerpt.",
+                Correction(subject, cited,
+                           f"It cites {render_units(unresolved, index)}, which {is_are(len(unresolved))} not in the "
+                           f"transcript excerpt.",
                            f"Cite only unit ids shown in the excerpt ({extent})."),
             )
-        elif index.position(ref.start_unit_id) > index.position(ref.end_unit_id):
+            continue
+        first, last = index.position(ref.start_unit_id), index.position(ref.end_unit_id)
+        if first > last:
             collector.add(
                 "reversed_range",
                 where,
                 f"evidence start {ref.start_unit_id} comes after end {ref.end_unit_id} in document order",
                 Correction(subject, cited, "Its range starts at a later unit than it ends.",
                            "Give the earlier unit as `start_unit_id` and the later one as `end_unit_id`."),
+            )
+        elif chunk is not None and chunk.has_position(first) and chunk.has_position(last):
+            # Both ends are in the excerpt, but it has a gap between them: name the missing units.
+            gap, total = chunk_missing_positions(chunk, first, last, MAX_UNITS_SHOWN)
+            missing = [index.unit_ids_in_order[pos] for pos in gap]
+            collector.add(
+                "span_outside_chunk",
+                where,
+                f"evidence span {ref.start_unit_id}..{ref.end_unit_id} crosses {total} unit(s) missing from chunk "
+                f"{chunk.chunk_id}",
+                Correction(subject, cited,
+                           f"Its range includes {render_units(missing, index, total)}, which "
+                           f"{is_are(total)} not in the transcript excerpt you were given.",
+                           "Cite only units inside the excerpt: split the range around the missing "
+                           f"unit{'s' if total != 1 else ''}, or drop the record if it has no other evidence."),
             )
         else:
             collector.add(
@@ -108,9 +140,10 @@ def check_source_references(
             )
 
 
-def cited(refs: Sequence[SourceRef]) -> str:
-    """A record's cited ranges in model words, bounded."""
-    return render_ranges((ref.start_unit_id, ref.end_unit_id) for ref in refs)
+def cited(refs: Sequence[SourceRef], known: Container = ()) -> str:
+    """A record's cited ranges in model words, bounded. ``known``: the transcript's index
+    (its ids are always written exactly)."""
+    return render_ranges(((ref.start_unit_id, ref.end_unit_id) for ref in refs), known=known)
 
 
 # --- registries: identity and membership ------------------------------------------------
@@ -120,6 +153,7 @@ def check_registry_identity(
     noun: str,
     names_by_record: Sequence[tuple[str, str, tuple[str, ...], Sequence[SourceRef]]],
     list_field: str,
+    known: Container = (),
 ) -> None:
     """Names and aliases are non-blank and unique across entries after folding.
 
@@ -130,7 +164,7 @@ def check_registry_identity(
     """
     owner: dict[str, int] = {}
     for n, (subject, name, aliases, refs) in enumerate(names_by_record):
-        ranges = cited(refs)
+        ranges = cited(refs, known)
         for field_name, value in [("name", name)] + [("aliases", alias) for alias in aliases]:
             folded = fold_name(value)
             if not folded:
@@ -141,7 +175,7 @@ def check_registry_identity(
             first = owner.setdefault(folded, n)
             if first != n:
                 other_subject, _, _, other_refs = names_by_record[first]
-                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({cited(other_refs)})"
+                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({cited(other_refs, known)})"
                 collector.add(
                     "duplicate_name", f"{list_field}[{n}].{field_name}",
                     f"name {value!r} repeats {list_field}[{first}]",
@@ -159,7 +193,7 @@ def check_membership(
     if ctx.registry is not None and not ctx.registry.knows(name):
         collector.add(
             "not_in_registry", location, f"{name!r} is not in the accepted {ctx.registry.kind} registry",
-            Correction(subject, cited(refs), f"{quote_name(name)} is not a known {noun} of this transcript.",
+            Correction(subject, cited(refs, ctx.transcript.index), f"{quote_name(name)} is not a known {noun} of this transcript.",
                        f"Use the exact name or alias of a known {noun}, or leave the occurrence out."),
         )
 
@@ -193,8 +227,23 @@ class StructuralContext:
     describe_raw_record: Callable[[Any], str | None]
 
 
+_JSON_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
 def invalid_json_issue(error: orjson.JSONDecodeError) -> Issue:
-    truncated = "end of data" in str(error) or "EOF" in str(error)
+    text = str(error)
+    if "number is infinity" in text:
+        # Valid JSON whose number no parser can hold (1e400): say that, not "not valid JSON".
+        found = _JSON_NUMBER.match(error.doc or "", error.pos or 0)
+        number = quote_name(found.group(0), limit=24) if found else "a number"
+        return Issue(
+            "structure", "number_out_of_range", "", f"response holds a number out of range: {error}",
+            Correction("The response", "",
+                       f"It is valid JSON, but the number {number} is far too large to use.",
+                       "Write every number as an ordinary value in range, and unit ids exactly as the "
+                       "excerpt shows them."),
+        )
+    truncated = "end of data" in text or "EOF" in text
     problem = (
         "It stops before the JSON is complete." if truncated else "It is not valid JSON."
     )

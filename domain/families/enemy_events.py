@@ -61,7 +61,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     for n, rec in enumerate(adapted.records):
         if not rec.enemy_name.strip():
             out.add("blank_enemy_name", f"{LIST_FIELD}[{n}].enemy_name", "blank enemy_name",
-                    Correction(subject(rec), cited(rec.evidence), "`enemy_name` is blank.",
+                    Correction(subject(rec), cited(rec.evidence, ctx.transcript.index), "`enemy_name` is blank.",
                                "Name the enemy as the transcript does."))
     return out.issues()
 
@@ -80,7 +80,7 @@ def validate_engagement(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue
         records = [rec for _, rec in events]
         spellings = list(dict.fromkeys(quote_name(rec.enemy_name) for rec in records))
         ranges = render_ranges(((ref.start_unit_id, ref.end_unit_id) for rec in records for ref in rec.evidence),
-                               limit=MAX_ENGAGED_RANGES_SHOWN)
+                               limit=MAX_ENGAGED_RANGES_SHOWN, known=ctx.transcript.index)
         also = ""
         if len(spellings) > 1:
             quoted = spellings[:MAX_SPELLINGS_SHOWN]

@@ -50,7 +50,7 @@ def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ..
         holder = rec.holder_name
         if holder is not None and holder.strip():
             continue
-        who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence)
+        who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence, ctx.transcript.index)
         missing = "null" if holder is None else "blank"
         if rec.kind in NEEDS_HOLDER:
             out.add("holder_required", where, f"kind {rec.kind} with {missing} holder_name",

@@ -100,7 +100,7 @@ class OccurrenceFamily:
         """The name is non-blank - every record, one pass (holder rules belong to the item family)."""
         out = IssueCollector(f"{self.key}.shape")
         for n, rec in enumerate(adapted.records):
-            who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence)
+            who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
             if not rec.name.strip():
                 out.add(f"blank_{self.name_field}", f"{where}.{self.name_field}", f"blank {self.name_field}",
                         Correction(who, ranges, f"`{self.name_field}` is blank.",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterable, Sequence
+from typing import Annotated, Any, Container, Iterable, Sequence
 
 import orjson
 from pydantic import Field
@@ -282,8 +282,10 @@ def _label_span(listed: int) -> str:
     return f"the labels {LABEL_PREFIX}1 to {LABEL_PREFIX}{listed}"
 
 
-def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed: int) -> Correction:
-    """The model-facing correction of one proposal issue; ``listed`` is how many entries the prompt listed."""
+def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed: int,
+                        known: Container = ()) -> Correction:
+    """The model-facing correction of one proposal issue; ``listed`` is how many entries the prompt listed,
+    ``known`` the transcript's index (its unit ids are written exactly)."""
     noun, plural = words.noun, words.plural
     if issue.category == UNKNOWN_LABEL:
         assert issue.entity is not None
@@ -294,7 +296,7 @@ def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed
     if issue.category == UNASSIGNED_ENTRY:
         assert issue.entry is not None
         return Correction(
-            entry_subject(issue.entry), cited(issue.entry.evidence),
+            entry_subject(issue.entry), cited(issue.entry.evidence, known),
             f"It is not in the `member_labels` of any {noun}.",
             _with_supplement(f"Put every listed entry in exactly one {noun}: add it to the {noun} it refers to, "
                              f"or make it {words.one} of its own.", words))
@@ -306,7 +308,7 @@ def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed
         more = len(issue.others) - len(shown)
         holders += f" and {more} more" if more > 0 else ""
         return Correction(
-            entry_subject(issue.entry), cited(issue.entry.evidence),
+            entry_subject(issue.entry), cited(issue.entry.evidence, known),
             f"It is in the `member_labels` of several {plural}: {holders}.",
             _with_supplement(f"Put it in exactly one {noun}: keep it in the {noun} it refers to and remove it "
                              f"from the others, or merge those {plural} if they are the same.", words))
@@ -372,7 +374,7 @@ class ReconciliationFamily:
             return out.issues()
         for issue in proposal_issues(adapted.records, entries):
             out.add(issue.category, issue.location, issue.message,
-                    proposal_correction(issue, self.words, len(entries)))
+                    proposal_correction(issue, self.words, len(entries), ctx.transcript.index))
         return out.issues()
 
     def describe_raw_record(self, raw: Any) -> str | None:

@@ -88,7 +88,8 @@ class RegistryFamily:
         """Names and aliases non-blank and unique across entries (folded) - every clash, one pass."""
         out = IssueCollector(f"{self.key}.identity")
         check_registry_identity(
-            out, self.noun, [(self.subject(r), r.name, r.aliases, r.evidence) for r in adapted.records], self.list_field)
+            out, self.noun, [(self.subject(r), r.name, r.aliases, r.evidence) for r in adapted.records], self.list_field,
+            ctx.transcript.index)
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 from domain.assets import llm_schema_path, load_json_asset
 from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilySpec, JsonInt, StrictModel
 from domain.families.common import raw_text
-from domain.issues import Correction, Issue, IssueCollector, quote_name, render_range
+from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
 from domain.source import Transcript
 
 KEY = "scene-descriptions"
@@ -105,7 +105,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     out = IssueCollector("scene_descriptions.shape")
     for n, rec in enumerate(adapted.records):
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
-        ranges = render_range(rec.start_unit_id, rec.end_unit_id)
+        ranges = render_range(rec.start_unit_id, rec.end_unit_id, ctx.transcript.index)
         if not rec.title.strip():
             out.add("blank_title", f"{where}.title", "blank title",
                     Correction(who, ranges, "`title` is blank.", "Give the scene a short title."))
@@ -130,14 +130,13 @@ def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
         if start == first and end == last:
             continue
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
-        ranges = render_range(start, end)
+        ranges = render_range(start, end, index)
         # Membership by position (a binary search): never a scan of the chunk per scene.
         outside = [u for u in dict.fromkeys((start, end)) if not chunk.has_position(index.position(u))]
         start_pos, end_pos = index.position(start), index.position(end)
         if outside:
-            shown = " and ".join(render_range(u, u) for u in outside)
             code, message = "unit_outside_scene", f"endpoint(s) {outside!r} not in scene chunk {chunk.chunk_id}"
-            problem = f"It cites {shown}, which {'is' if len(outside) == 1 else 'are'} not in the excerpt."
+            problem = f"It cites {render_units(outside, index)}, which {is_are(len(outside))} not in the excerpt."
         elif start_pos is not None and end_pos is not None and start_pos > end_pos:
             code, message = "reversed_range", f"scene range {start}..{end} runs backwards in document order"
             problem = "Its range runs backwards: `start_unit_id` comes later in the excerpt than `end_unit_id`."

@@ -82,7 +82,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Names non-blank, level null or 0-9, target names non-blank - every defect, one pass."""
     out = IssueCollector("spells.shape")
     for n, rec in enumerate(adapted.records):
-        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence)
+        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
         if not rec.spell_name.strip():
             out.add("blank_spell_name", f"{where}.spell_name", "blank spell_name",
                     Correction(who, ranges, "`spell_name` is blank.", "Name the spell as the transcript does."))
@@ -108,7 +108,7 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
         known = catalog.get(fold_name(rec.spell_name))
         if known is None:
             continue  # unknown (homebrew, misheard) spells are allowed
-        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence)
+        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
         if rec.level is not None and 0 <= rec.level <= MAX_LEVEL:
             if known.level == 0 and rec.level != 0:
                 out.add("cantrip_level", f"{where}.cast.level", f"{known.name} is a cantrip, level {rec.level}",
