@@ -350,3 +350,26 @@ def test_a_number_beyond_double_range_is_not_called_invalid_json():
     text = guidance(process_source(SOURCE, [line], [candidate("c-1", "spells", "x", raw)]))
     assert "not valid JSON" not in text
     assert 'valid JSON, but the number "1e400" is far too large' in text
+
+
+# --- 7. a listed label with spaces around it: say what is wrong with it ------------------------
+
+from domain.issues import render_guidance  # noqa: E402
+from test_reconciliation import entity, evaluate_npc_proposal  # noqa: E402
+
+
+@pytest.mark.parametrize("label, side", [(" E2", "before it"), ("E2 ", "after it"), ("\tE2 ", "around it")])
+def test_a_listed_label_with_surrounding_spaces_is_named_as_such(label, side):
+    result = evaluate_npc_proposal([entity("Grog", "E1", label, aliases=["Grog Strongjaw"]), entity("Pike", "E3")])
+    assert not result.passed  # labels match exactly: the proposal is still rejected
+    text = render_guidance(result.issues)
+    assert f'include the label "E2" with extra spaces {side}' in text
+    assert 'exactly as the list writes it, with no spaces: "E2"' in text
+    assert "not a label in the list" not in text and "E1 to E3" not in text
+
+
+def test_an_unlisted_label_still_gets_the_list_of_labels():
+    result = evaluate_npc_proposal([entity("Grog", "E1", "E2", " E7", aliases=["Grog Strongjaw"]),
+                                    entity("Pike", "E3")])
+    text = render_guidance(result.issues)
+    assert "not a label in the list" in text and "E1 to E3" in text and "extra spaces" not in text

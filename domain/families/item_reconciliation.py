@@ -17,4 +17,4 @@ FAMILY = ReconciliationFamily(
                    "they are the same object.",
     ),
 )
-SPEC = FAMILY.spec(policy_version="item-reconciliation-policy-1")
+SPEC = FAMILY.spec(policy_version="item-reconciliation-policy-2")

@@ -17,4 +17,4 @@ FAMILY = ReconciliationFamily(
                    "of the larger place.",
     ),
 )
-SPEC = FAMILY.spec(policy_version="location-reconciliation-policy-1")
+SPEC = FAMILY.spec(policy_version="location-reconciliation-policy-2")

@@ -16,4 +16,4 @@ FAMILY = ReconciliationFamily(
         supplement="Player characters are not NPCs: never merge an NPC with a player character.",
     ),
 )
-SPEC = FAMILY.spec(policy_version="npc-reconciliation-policy-1")
+SPEC = FAMILY.spec(policy_version="npc-reconciliation-policy-2")

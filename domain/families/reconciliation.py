@@ -282,6 +282,13 @@ def _label_span(listed: int) -> str:
     return f"the labels {LABEL_PREFIX}1 to {LABEL_PREFIX}{listed}"
 
 
+def _is_listed_label(text: str, listed: int) -> bool:
+    """True when ``text`` is exactly one of the labels the prompt listed (E1 to E<listed>)."""
+    number = text[len(LABEL_PREFIX):]
+    return (text.startswith(LABEL_PREFIX) and number.isascii() and number.isdigit()
+            and not number.startswith("0") and 1 <= int(number) <= listed)
+
+
 def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed: int,
                         known: Container = ()) -> Correction:
     """The model-facing correction of one proposal issue; ``listed`` is how many entries the prompt listed,
@@ -289,6 +296,16 @@ def proposal_correction(issue: ProposalIssue, words: ReconciliationWords, listed
     noun, plural = words.noun, words.plural
     if issue.category == UNKNOWN_LABEL:
         assert issue.entity is not None
+        label = issue.label or ""
+        trimmed = label.strip()
+        if trimmed != label and _is_listed_label(trimmed, listed):
+            # A listed label with spaces around it: quoting would strip them and make it look valid.
+            side = "before it" if label.endswith(trimmed) else "after it" if label.startswith(trimmed) else "around it"
+            return Correction(
+                entity_subject(words, issue.entity), entity_labels(issue.entity),
+                f"Its `member_labels` include the label {quote_name(trimmed, 20)} with extra spaces {side}, "
+                f"so it does not match the list.",
+                f"Write each label exactly as the list writes it, with no spaces: {quote_name(trimmed, 20)}.")
         return Correction(
             entity_subject(words, issue.entity), entity_labels(issue.entity),
             f"Its `member_labels` include {quote_name(issue.label, 20)}, which is not a label in the list of entries.",
