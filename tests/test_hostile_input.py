@@ -1,5 +1,5 @@
-"""Hostile input that is legal (issue #18): each class here once broke a promise of
-docs/reliability.md §9. Every test failed before its fix."""
+"""Hostile input that is legal (issue #18): each class here once broke a promise;
+docs/reliability.md §7 lists them. Every test failed before its fix."""
 
 from __future__ import annotations
 
