@@ -381,3 +381,32 @@ def test_an_unlisted_label_still_gets_the_list_of_labels():
                                     entity("Pike", "E3")])
     text = render_guidance(result.issues)
     assert "not a label in the list" in text and "E1 to E3" in text and "extra spaces" not in text
+
+
+def best_of_three(transcript_line: bytes, line: bytes) -> float:
+    best = float("inf")
+    for _ in range(3):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            process_source(SOURCE, [transcript_line], [line])
+            best = min(best, time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return best
+
+
+def test_a_maximal_hostile_scene_candidate_costs_a_few_times_a_normal_source():
+    """The issue's case, scaled down: 12k scenes (a 2 MB response) against a 60k-unit scene chunk.
+    It took seconds when the range check scanned the chunk once per scene."""
+    units = 60_000
+    ids = list(range(units, 0, -1))
+    transcript_line = orjson.dumps({"source_id": SOURCE, "units": [{"unit_id": u, "speaker": "A", "text": ""} for u in ids],
+                                    "chunks": [{"chunk_id": "s", "kind": "scene", "unit_ids": ids}]})
+    normal = candidate("c-n", "scene-descriptions", "s", scene(units, 1))
+    hostile = candidate("c-h", "scene-descriptions", "s", {"scenes": [
+        {"kind": "combat", "title": f"Scene {k}", "summary": "s" * 100, "start_unit_id": 7 + k, "end_unit_id": 3}
+        for k in range(12_000)]})
+    ratio = best_of_three(transcript_line, hostile) / best_of_three(transcript_line, normal)
+    assert ratio < 5, ratio
