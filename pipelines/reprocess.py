@@ -124,6 +124,10 @@ def format_summary(manifest: dict, output: str) -> str:
     lines.append(
         f"conservation: {c['candidates_in']} candidates in = {c['evaluations']} evaluated + {c['dead_letters']} dead letters"
         f" + {c['filtered']} filtered -> {'holds' if c['holds'] else 'DOES NOT HOLD'}")
+    unreadable = manifest.get("unreadable_files", {})
+    if unreadable.get("count"):
+        lines.append(f"unreadable files: {unreadable['count']} (records may be missing, conservation not provable): "
+                     + ", ".join(unreadable["paths"][:5]) + (" ..." if unreadable["count"] > 5 else ""))
     t = manifest["transcript_conservation"]
     lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
     lines.append(f"outputs under {output}: artifacts/<family>/, retry_requests/, evaluations/, dead_letters/, manifest.json")

@@ -74,6 +74,13 @@ def test_excerpt_extent_in_guidance_is_in_document_order():
     assert "9–5" not in text
 
 
+def test_a_chunk_naming_a_unit_twice_is_a_malformed_transcript():
+    line = source_line(DOC_ORDER, [{"chunk_id": "x", "kind": "extraction", "unit_ids": [5, 3, 5]}])
+    result = process_source(SOURCE, [line], [candidate("c-1", "spells", "x", spell_at(5, 3))])
+    reasons = [row["reason"] for row in result.dead_letters]
+    assert any("names a unit twice" in r for r in reasons) and any(r.startswith("unknown source") for r in reasons)
+
+
 def shuffled_chunks(chunks, rnd) -> list[dict]:
     out = []
     for chunk in chunks:
@@ -135,7 +142,7 @@ def avro_bytes(records: list[dict], codec: str = "null", sync_interval: int = 16
     return handle.getvalue()
 
 
-def test_every_avro_codec_is_read_and_a_damaged_file_is_named(tmp_path):
+def test_every_avro_codec_is_read_and_a_damaged_file_is_named(tmp_path, capsys):
     files = {f"c-{codec}.avro": avro_bytes(avro_candidates(codec, 20), codec) for codec in AVRO_CODECS}
     damaged = avro_bytes(avro_candidates("cut", 20), sync_interval=1)  # one block per record
     files["c-cut.avro"] = damaged[: len(damaged) * 3 // 4]
@@ -154,6 +161,7 @@ def test_every_avro_codec_is_read_and_a_damaged_file_is_named(tmp_path):
     assert manifest["conservation"]["holds"] is False
     assert manifest["transcript_conservation"]["holds"] is True
     assert code == 2  # the job cannot prove it lost nothing
+    assert "unreadable files: 1 (records may be missing" in capsys.readouterr().out
 
 
 def test_the_manifest_names_unreadable_files_per_input():
