@@ -418,3 +418,22 @@ def test_a_maximal_hostile_scene_candidate_costs_a_few_times_a_normal_source():
         for k in range(12_000)]})
     ratio = best_of_three(transcript_line, hostile) / best_of_three(transcript_line, normal)
     assert ratio < 5, ratio
+
+
+def test_registry_clashes_with_one_richly_cited_entry_cost_linear():
+    """Every entry repeats the name of the first, which cites a range per unit: its ranges are
+    rendered once, not once per clash."""
+    def registry_cost(n: int) -> float:
+        units = 2 * n
+        ids = list(range(units, 0, -1))
+        transcript_line = orjson.dumps({"source_id": SOURCE, "units": [{"unit_id": u, "speaker": "A", "text": ""}
+                                                                       for u in ids],
+                                        "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": ids}]})
+        first = {"name": "Grog", "aliases": [], "description": "",
+                 "evidence": [{"start_unit_id": u, "end_unit_id": u} for u in ids[:n]]}
+        others = [{"name": "Grog", "aliases": [], "description": "",
+                   "evidence": [{"start_unit_id": ids[-1], "end_unit_id": ids[-1]}]} for _ in range(n)]
+        return best_of_three(transcript_line, candidate("c-r", "npc-registry", "x", {"npcs": [first] + others}))
+
+    ratio = registry_cost(6000) / registry_cost(1500)
+    assert ratio < 8, ratio

@@ -163,23 +163,29 @@ def check_registry_identity(
     Every clash is reported, naming both records and their cited ranges.
     """
     owner: dict[str, int] = {}
+    rendered: dict[int, str] = {}  # a record's cited ranges, rendered once and only when a problem needs them
+
+    def ranges_of(k: int) -> str:
+        if k not in rendered:
+            rendered[k] = cited(names_by_record[k][3], known)
+        return rendered[k]
+
     for n, (subject, name, aliases, refs) in enumerate(names_by_record):
-        ranges = cited(refs, known)
         for field_name, value in [("name", name)] + [("aliases", alias) for alias in aliases]:
             folded = fold_name(value)
             if not folded:
                 collector.add("blank_name", f"{list_field}[{n}].{field_name}", f"blank {field_name}",
-                              Correction(subject, ranges, f"Its `{field_name}` contains a blank entry.",
+                              Correction(subject, ranges_of(n), f"Its `{field_name}` contains a blank entry.",
                                          f"Give every {noun} a non-blank `name` and remove blank `aliases`."))
                 continue
             first = owner.setdefault(folded, n)
             if first != n:
-                other_subject, _, _, other_refs = names_by_record[first]
-                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({cited(other_refs, known)})"
+                other_subject = names_by_record[first][0]
+                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({ranges_of(first)})"
                 collector.add(
                     "duplicate_name", f"{list_field}[{n}].{field_name}",
                     f"name {value!r} repeats {list_field}[{first}]",
-                    Correction(subject, ranges, f"Its {field_name} {quote_name(value)} is also used by {other}.",
+                    Correction(subject, ranges_of(n), f"Its {field_name} {quote_name(value)} is also used by {other}.",
                                f"Each name or alias must belong to exactly one {noun}: merge the two entries "
                                f"or remove the repeated name."),
                 )
