@@ -200,6 +200,32 @@ def test_the_same_transcript_in_two_spellings_is_one_transcript():
         assert sorted(row["payload"].encode() for row in dead) == sorted(set(copies) - {min(copies)})
 
 
+def respelled(value, rnd):
+    """The same JSON value with its object keys in another order."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rnd.shuffle(keys)
+        return {key: respelled(value[key], rnd) for key in keys}
+    if isinstance(value, list):
+        return [respelled(item, rnd) for item in value]
+    return value
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.sampled_from([None, 1, 2, 4]), st.booleans())
+def test_a_respelled_copy_of_a_transcript_changes_nothing_but_one_dead_letter(rnd, indent, ascii_only):
+    original = orjson.dumps(transcript("crd3:S1", S1_IDS, S1_CHUNKS))
+    copy = json.dumps(respelled(orjson.loads(original), rnd), indent=indent, ensure_ascii=ascii_only)
+    copy = copy.replace("\n", " ").encode()  # one line, whatever the indent
+    lines = [orjson.dumps(r) for r in good_records()]
+    alone = process_source("crd3:S1", [original], lines)
+    twice = process_source("crd3:S1", [copy, original], lines)
+    for tag in ("artifacts", "retry_requests", "evaluations"):
+        assert canonical(list(getattr(twice, tag))) == canonical(list(getattr(alone, tag)))
+    extra = [row for row in twice.dead_letters if row not in alone.dead_letters]
+    assert len(extra) == 1 and "same content" in extra[0]["reason"]
+
+
 def test_transcripts_with_different_content_still_conflict():
     record = orjson.loads(TRANSCRIPT_LINES[S1])
     other = orjson.dumps({**record, "units": record["units"][:-1] + [{**record["units"][-1], "text": "edited"}]})
