@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
 from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
-from domain.issues import Correction, Issue, IssueCollector, quote_name
+from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
 
 KEY = "combat-turns"
@@ -55,14 +55,8 @@ def adapt(response: CombatTurnsResponse, transcript: Transcript) -> Adapted:
     return order_records(transcript.index, records)
 
 
-def _number(value: int) -> str:
-    """A model-supplied number for guidance, bounded in length."""
-    # Compare before converting: str() of a huge int is slow and can raise.
-    return str(value) if -10**12 < value < 10**12 else "an out-of-range number"
-
-
 def _subject(actor_name: str | None, round_value: Any) -> str:
-    when = f" in round {_number(round_value)}" if type(round_value) is int else ""
+    when = f" in round {render_number(round_value)}" if type(round_value) is int else ""
     if actor_name is not None and actor_name.strip():
         return f"The turn of {quote_name(actor_name)}{when}"
     return f"A turn{when} with a blank `actor_name`"
@@ -89,8 +83,8 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
                     Correction(who, ranges, "`target_names` contains a blank name.",
                                "Name each target as the transcript does and remove blank entries."))
         if rec.round < FIRST_ROUND:
-            out.add("round_below_one", f"{where}.round", f"round {_number(rec.round)} < {FIRST_ROUND}",
-                    Correction(who, ranges, f"`round` is {_number(rec.round)}, but rounds are counted from 1.",
+            out.add("round_below_one", f"{where}.round", f"round {render_number(rec.round)} < {FIRST_ROUND}",
+                    Correction(who, ranges, f"`round` is {render_number(rec.round)}, but rounds are counted from 1.",
                                _ROUND_FIX))
         elif rec.round > MAX_ROUND:
             out.add("round_out_of_range", f"{where}.round", "round exceeds the durable long range",
