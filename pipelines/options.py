@@ -1,19 +1,74 @@
-"""Command-line options of the reprocess job (one PipelineOptions subclass)."""
+"""Command-line options of the reprocess job, declared in one place.
+
+``JOB_OPTIONS`` is the job's own flags: the Beam options class, the bounds
+check and the unknown-flag check all read it, so a new flag is one row.
+Beam's own options (``--runner``, ``--direct_num_workers``, ...) pass through;
+anything no options class declares is an error before any work starts.
+"""
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from domain.families import FAMILIES
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 
 
+class OptionsError(ValueError):
+    """A command line the job refuses; its text is the one line shown to the operator."""
+
+
+@dataclass(frozen=True)
+class JobOption:
+    flag: str  # "--max-attempts"; the underscore spelling is accepted too
+    help: str
+    default: Any = None
+    type: Any = str
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None  # integer options: the smallest value that makes sense
+    switch: bool = False  # a flag without a value
+    required: bool = False  # checked by check_values, not argparse (see ReprocessOptions)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        underscored = "--" + self.dest
+        return (self.flag,) if underscored == self.flag else (self.flag, underscored)
+
+
+JOB_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro)."),
+    JobOption("--candidates", required=True, help="Glob of raw model-candidate files."),
+    JobOption("--output", required=True, help="Output directory (local, gs://, s3://); it must be empty or absent (see --overwrite)."),
+    JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines "
+                                    "or Avro); their names count for occurrence membership."),
+    JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
+              choices=("avro", "jsonl")),
+    JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
+              type=int, minimum=1),
+    JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
+    JobOption("--max-record-bytes", "Records larger than this become dead letters (default 8 MiB).",
+              default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
+    JobOption("--overwrite", "Replace the output folder's earlier contents (removed before this run writes).",
+              default=False, switch=True),
+)
+
+
 def parse_families(value: str | None) -> frozenset[str] | None:
     """``--families a,b`` -> the chosen family keys (None: all); unknown keys stop the command."""
-    if not value:
+    if value is None:
         return None
     chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
+    if not chosen:
+        raise SystemExit(f"--families {value!r} names no family; known: {', '.join(sorted(FAMILIES))}")
     unknown = sorted(chosen - FAMILIES.keys())
     if unknown:
         raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
@@ -25,18 +80,55 @@ class ReprocessOptions(PipelineOptions):
     def _add_argparse_args(cls, parser) -> None:
         # Not argparse-required: Beam parses every loaded PipelineOptions subclass with one
         # parser, so a required flag here would break any other pipeline in the process.
-        parser.add_argument("--transcripts", default=None, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
-        parser.add_argument("--candidates", default=None, help="Glob of raw model-candidate files.")
-        parser.add_argument("--output", default=None, help="Output directory (local, gs://, s3://).")
-        parser.add_argument("--prior-registries", "--prior_registries", dest="prior_registries", default=None,
-                            help="Optional glob of canonical registry artifacts from an earlier run (JSON Lines or "
-                                 "Avro); their names count for occurrence membership.")
-        parser.add_argument("--output-format", "--output_format", dest="output_format", choices=("avro", "jsonl"),
-                            default="avro", help="Format of the part-* files (default avro).")
-        parser.add_argument("--max-attempts", "--max_attempts", dest="max_attempts", type=int, default=3,
-                            help="Producer attempts per slot before it is exhausted (default 3).")
-        parser.add_argument("--families", default=None,
-                            help="Comma-separated family keys to process; others are counted as filtered.")
-        parser.add_argument("--max-record-bytes", "--max_record_bytes", dest="max_record_bytes", type=int,
-                            default=DEFAULT_MAX_RECORD_BYTES,
-                            help="Records larger than this become dead letters (default 8 MiB).")
+        for option in JOB_OPTIONS:
+            if option.switch:
+                parser.add_argument(*option.spellings, dest=option.dest, action="store_true", default=option.default,
+                                    help=option.help)
+            else:
+                parser.add_argument(*option.spellings, dest=option.dest, default=option.default, type=option.type,
+                                    choices=option.choices, help=option.help, **option.extra)
+
+
+class _StrictParser(_BeamArgumentParser):
+    def error(self, message):  # argparse would print its usage and exit; one line is enough
+        raise OptionsError(message)
+
+
+def unknown_arguments(argv: Sequence[str]) -> list[str]:
+    """The arguments no loaded PipelineOptions class declares (the ones Beam would only log and drop).
+
+    A malformed value of a declared option (``--max-attempts x``) raises OptionsError."""
+    parser = _StrictParser(allow_abbrev=False)
+    classes: dict[str, type] = {}
+    for cls in PipelineOptions.__subclasses__():  # as PipelineOptions.get_all_options collects them
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    _, unknown = parser.parse_known_args(list(argv))
+    return list(unknown)
+
+
+def check_arguments(argv: Sequence[str]) -> None:
+    """Refuse an unknown flag or a stray word before anything runs."""
+    unknown = unknown_arguments(argv)
+    if not unknown:
+        return
+    first = unknown[0]
+    if first.startswith("-"):
+        name = first.split("=", 1)[0]
+        raise OptionsError(f"unknown option {name} (see --help for this job's options; Beam's own options pass "
+                           f"through)")
+    raise OptionsError(f"unexpected argument {first!r}: every value belongs to an option (--name value); "
+                       f"quote a glob so that the shell does not expand it")
+
+
+def check_values(opts: ReprocessOptions) -> None:
+    """Required flags present and every numeric flag within its bounds."""
+    missing = [o.flag for o in JOB_OPTIONS if o.required and not getattr(opts, o.dest)]
+    if missing:
+        raise OptionsError(f"missing required option(s): {', '.join(missing)}")
+    for option in JOB_OPTIONS:
+        value = getattr(opts, option.dest)
+        if option.minimum is not None and value < option.minimum:
+            raise OptionsError(f"{option.flag} must be at least {option.minimum} (got {value})")
+    parse_families(opts.families)
