@@ -4,7 +4,8 @@ With no subcommand it runs the reprocess job with its SPEC §6 flags. Two
 subcommands close the loop with the providers' batch APIs:
 
 - ``export-batch``: retry requests -> provider batch request files;
-- ``import-batch``: provider batch result files -> the next attempts' candidates.
+- ``import-batch``: provider batch result files -> the next attempts' candidates;
+- ``verify DIR``: check a run folder against its manifest.
 
 Each entry point is imported only when it runs: every Beam PipelineOptions
 subclass joins one shared flag parser, so a job's flags must not be visible to
@@ -16,7 +17,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import"}
+SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
+               "verify": "pipelines.verify"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,10 +27,12 @@ from domain.assets import (
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
-from pipelines.options import ReprocessOptions, parse_families
+from domain.run_integrity import FILES_KEY, MANIFEST_NAME, OutputFile, files_block, relative_path
+from pipelines.options import OptionsError, ReprocessOptions, check_arguments, check_values, parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
+from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
 from transforms.write import WriteRows, WriteRowsByKey, join_path, write_json_document
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
@@ -64,15 +66,17 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         functools.partial(process_source_groups, config), OUTPUT_TAGS)
 
     avro = fmt == "avro"
+    output = opts.output  # normalized by prepare_output_folder
     artifact_schemas = {key: load_json_asset(durable_avro_schema_path(key)) if avro else None for key in FAMILIES}
-    processed["artifacts"] | "WriteArtifacts" >> WriteRowsByKey(
-        join_path(opts.output, "artifacts"), fmt, lambda row: row["family"], artifact_schemas)
+    written = {
+        f"artifacts/{key}": paths for key, paths in (processed["artifacts"] | "WriteArtifacts" >> WriteRowsByKey(
+            join_path(output, "artifacts"), fmt, lambda row: row["family"], artifact_schemas)).items()}
     for tag in ("retry_requests", "evaluations"):
-        processed[tag] | f"Write[{tag}]" >> WriteRows(
-            join_path(opts.output, tag), fmt, load_json_asset(OUTPUT_SCHEMAS[tag]) if avro else None)
+        written[tag] = processed[tag] | f"Write[{tag}]" >> WriteRows(
+            join_path(output, tag), fmt, load_json_asset(OUTPUT_SCHEMAS[tag]) if avro else None)
     dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
-    dead_letters | "Write[dead_letters]" >> WriteRows(
-        join_path(opts.output, "dead_letters"), fmt, load_json_asset(OUTPUT_SCHEMAS["dead_letters"]) if avro else None)
+    written["dead_letters"] = dead_letters | "Write[dead_letters]" >> WriteRows(
+        join_path(output, "dead_letters"), fmt, load_json_asset(OUTPUT_SCHEMAS["dead_letters"]) if avro else None)
 
     static_options = {
         "transcripts": opts.transcripts, "candidates": opts.candidates, "output": opts.output,
@@ -81,37 +85,71 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         "max_record_bytes": opts.max_record_bytes,
         "prior_registries": opts.prior_registries,
     }
-    manifest_path = join_path(opts.output, "manifest.json")
+    # The manifest is the run's commit record: it waits on the writers' results (every file
+    # finalized) and lists each file; a run that fails before it leaves no manifest.
+    files = (
+        pipeline | "WrittenFiles" >> DescribeWrittenFiles(written)
+        | "AllFiles" >> beam.combiners.ToList()
+    )
     (
         (*(read[READ_COUNTS] for read in inputs.values()), processed[COUNTS])
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
-        | "WriteManifest" >> beam.Map(
-            lambda counts: write_json_document(
-                build_manifest(counts, options=static_options, runner=runner_name), manifest_path))
+        | "WriteManifest" >> beam.Map(write_manifest, output, static_options, runner_name,
+                                      files=beam.pvalue.AsSingleton(files))
     )
+
+
+def write_manifest(counts: dict, output: str, options: dict, runner: str, files: list[dict]) -> str:
+    manifest = build_manifest(counts, options=options, runner=runner)
+    manifest[FILES_KEY] = files_block(
+        OutputFile(relative_path(output, f["path"]), f["format"], f["bytes"], f["sha256"], f["rows"]) for f in files)
+    return write_json_document(manifest, join_path(output, MANIFEST_NAME))
+
+
+# Paths (relative to --output) this job writes: what the input patterns must not reach.
+def sample_outputs() -> list[str]:
+    folders = [f"artifacts/{key}" for key in sorted(FAMILIES)] + ["retry_requests", "evaluations", "dead_letters"]
+    return [f"{folder}/part-00000-of-00001{suffix}" for folder in folders for suffix in SUFFIX_FORMATS] + [MANIFEST_NAME]
+
+
+def preflight(argv: Sequence[str]) -> PipelineOptions:
+    """Everything refused before any work starts; --overwrite empties the output folder.
+
+    Returns the options with ``--output`` normalized (absolute locally)."""
+    try:
+        check_arguments(argv)
+        options = PipelineOptions(list(argv))
+        opts = options.view_as(ReprocessOptions)
+        check_values(opts)
+    except OptionsError as exc:
+        raise SystemExit(f"notarius-reprocess: {exc}") from None
+    for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
+        if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
+            raise SystemExit(f"{flag} {pattern!r} matches no files")
+    patterns = {"--transcripts": opts.transcripts, "--candidates": opts.candidates,
+                "--prior-registries": opts.prior_registries}
+    try:
+        folder = prepare_output_folder(opts.output, patterns, sample_outputs(), overwrite=opts.overwrite,
+                                       remove_first=[MANIFEST_NAME])
+    except OutputFolderError as exc:
+        raise SystemExit(f"notarius-reprocess: {exc}") from None
+    opts.output = folder
+    return options
 
 
 def run(argv: Sequence[str] | None = None) -> dict:
     """Run the job and return its manifest."""
-    options = PipelineOptions(list(argv) if argv is not None else sys.argv[1:])
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    options = preflight(argv)
     opts = options.view_as(ReprocessOptions)
     standard = options.view_as(StandardOptions)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
-    missing = [flag for flag, value in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
-                                        ("--output", opts.output)) if not value]
-    if missing:
-        raise SystemExit(f"missing required option(s): {', '.join(missing)}")
-    if opts.max_attempts < 1:
-        raise SystemExit("--max-attempts must be at least 1")
-    for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
-        if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
-            raise SystemExit(f"{flag} {pattern!r} matches no files")
     with beam.Pipeline(options=options) as pipeline:
         build_pipeline(pipeline, opts, runner_name)
-    with FileSystems.open(join_path(opts.output, "manifest.json")) as handle:
+    with FileSystems.open(join_path(opts.output, MANIFEST_NAME)) as handle:
         return orjson.loads(handle.read())
 
 

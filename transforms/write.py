@@ -9,6 +9,7 @@ once per block, not once per row.
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -60,7 +61,10 @@ class _AvroBlockSink(filebasedsink.FileBasedSink):
 
 @dataclass
 class WriteRows(beam.PTransform):
-    """Row blocks -> ``<directory>/part-SSSSS-of-NNNNN.<avro|jsonl>``; an empty input still writes a shard."""
+    """Row blocks -> ``<directory>/part-SSSSS-of-NNNNN.<avro|jsonl>``; an empty input still writes a shard.
+
+    Returns Beam's writer result: the final path of every file, emitted only after the write
+    is finalized (temporary files renamed). A step that must follow the files waits on it."""
 
     directory: str
     output_format: str
@@ -103,7 +107,9 @@ class _SplitByKey(beam.DoFn):
 
 @dataclass
 class WriteRowsByKey(beam.PTransform):
-    """Row blocks routed by ``key_of(row)`` to ``<directory>/<key>/`` (keys known when the graph is built)."""
+    """Row blocks routed by ``key_of(row)`` to ``<directory>/<key>/`` (keys known when the graph is built).
+
+    Returns ``{key: final file paths}`` (each key's ``WriteRows`` result)."""
 
     directory: str
     output_format: str
@@ -116,14 +122,18 @@ class WriteRowsByKey(beam.PTransform):
     def expand(self, blocks):
         keys = sorted(self.schemas_by_key)
         parts = blocks | "Route" >> beam.ParDo(_SplitByKey(self.key_of, frozenset(keys))).with_outputs(*keys)
-        for key in keys:
-            parts[key] | f"Write[{key}]" >> WriteRows(join_path(self.directory, key), self.output_format,
-                                                      self.schemas_by_key[key])
-        return blocks.pipeline
+        return {key: parts[key] | f"Write[{key}]" >> WriteRows(join_path(self.directory, key), self.output_format,
+                                                               self.schemas_by_key[key])
+                for key in keys}
 
 
 def write_json_document(document: dict, path: str) -> str:
-    """Write one JSON document (pretty, sorted keys) through Beam's filesystems."""
-    with FileSystems.create(path) as handle:
+    """Write one JSON document (pretty, sorted keys) through Beam's filesystems.
+
+    Written beside its place and then renamed, so a reader never sees half a document
+    (a rename is atomic locally; on object stores the copy appears whole)."""
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    with FileSystems.create(staging) as handle:
         handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
+    FileSystems.rename([staging], [path])
     return path
