@@ -100,8 +100,10 @@ def input_records(pattern: str) -> Iterator[bytes]:
                     except (TypeError, UnicodeDecodeError):
                         continue
             else:
-                for line in stream:
+                for n, line in enumerate(stream):
                     line = line.rstrip(b"\r\n")
+                    if n == 0 and line.startswith(b"\xef\xbb\xbf"):  # a file's byte order mark, as the job skips it
+                        line = line[3:]
                     if line.strip():
                         yield line
 

@@ -371,6 +371,9 @@ def write_lines(path: Path, lines: list[bytes], rnd: random.Random) -> int:
     """Write ``lines`` with random line endings and blank lines; returns how many blank lines it added."""
     ending = rnd.choice([b"\n", b"\r\n"])
     out, blanks = [], 0
+    if lines and lines[0].startswith(BOM):  # a BOM on a file's first byte is the file's (skipped), not the line's
+        out.append(b"")
+        blanks += 1
     for line in lines:
         while rnd.random() < 0.15:
             out.append(rnd.choice([b"", b"   ", b"\t", b"\r"]))

@@ -47,6 +47,7 @@ _READ_BLOCK = 1 << 20
 # Pending keyed bytes of one file before its blocks are flushed; dead letters per block.
 BLOCK_BYTES = 16 << 20
 DEAD_BLOCK_ROWS = 1000
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
@@ -234,7 +235,9 @@ class _ReadAndKey(beam.DoFn):
 
     def _text_lines(self, readable: fileio.ReadableFile, dead: list[dict]):
         with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
-            for line, oversize in iter_lines(stream, self.max_record_bytes):
+            for n, (line, oversize) in enumerate(iter_lines(stream, self.max_record_bytes)):
+                if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
+                    line = line[len(UTF8_BOM):]
                 if oversize:
                     dead.append(dead_letter_row(
                         self.input_name,
