@@ -44,6 +44,7 @@ from domain.retry_economy import (
     leaks_in,
     retry_economy,
 )
+from pipelines.verify import require_verified
 from pipelines.outputs import read_candidates, read_manifest, read_rows, read_transcripts, read_truth
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -95,6 +96,7 @@ def _savings(out: Path, manifest: Mapping[str, Any], evaluations: Sequence[Mappi
 def load_figures(out: Path, truth: Path | None = None, transcripts: str | None = None,
                  candidates: str | None = None) -> RunFigures:
     out = Path(out)
+    require_verified(out)  # never figures from a half-written, mixed or altered run
     manifest = read_manifest(out)
     evaluations = read_rows(out / "evaluations")
     requests = read_rows(out / "retry_requests")

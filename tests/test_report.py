@@ -16,6 +16,7 @@ from domain.manifest import build_manifest
 from domain.retry_economy import canonicalization_savings, internal_tokens, leaks_in, retry_economy
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
+from pipelines.verify import files_of
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +100,7 @@ def test_examples_prefer_long_requests_one_per_family(run):
 
 # --- the commands, over files ------------------------------------------------------------------
 
-def write_job(run, root: Path) -> tuple[Path, Path]:
+def write_job(run, root: Path, requests=None) -> tuple[Path, Path]:
     """The hand run as a job output folder (JSON Lines) plus its archive and truth."""
     archive = root / "archive"
     archive.mkdir(parents=True)
@@ -109,12 +110,14 @@ def write_job(run, root: Path) -> tuple[Path, Path]:
     truth = archive / "ground-truth.jsonl"
     truth.write_bytes(b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
     job = root / "job"
-    for name, rows in (("evaluations", run.evaluations), ("retry_requests", run.requests), ("dead_letters", ())):
+    for name, rows in (("evaluations", run.evaluations), ("retry_requests", run.requests if requests is None else requests),
+                       ("dead_letters", ())):
         (job / name).mkdir(parents=True)
         (job / name / "part-00000-of-00001.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     options = {"transcripts": str(archive / "transcripts.jsonl"), "candidates": str(archive / "candidates.jsonl"),
                "max_attempts": MAX_ATTEMPTS}
-    (job / "manifest.json").write_bytes(orjson.dumps(build_manifest(run.counts, options=options, runner="hand")))
+    manifest = {**build_manifest(run.counts, options=options, runner="hand"), "files": files_of(job)}
+    (job / "manifest.json").write_bytes(orjson.dumps(manifest))
     return job, truth
 
 
@@ -140,9 +143,8 @@ def test_retry_economy_command(run, tmp_path, capsys):
 
 
 def test_retry_economy_command_fails_on_a_leak(run, tmp_path):
-    job, truth = write_job(run, tmp_path)
     leaky = [dict(r, correction_guidance=r["correction_guidance"] + f" ({r['candidate_id']})") for r in run.requests]
-    (job / "retry_requests" / "part-00000-of-00001.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in leaky))
+    job, truth = write_job(run, tmp_path, requests=leaky)
     assert economy_cli.main(["--truth", str(truth), "--output", str(job), "--json", str(tmp_path / "f.json")]) == 1
     assert orjson.loads((tmp_path / "f.json").read_bytes())["leaks"]["count"] == 2
 
