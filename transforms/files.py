@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator
 
 import apache_beam as beam
 import fastavro
-from apache_beam.io.filesystem import CompressionTypes, FileSystem
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 _CHUNK = 1 << 20
@@ -157,7 +157,11 @@ def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
             FileSystems.delete([path])
     if is_local(folder):
         for name in os.listdir(folder):  # the folder itself stays (it may be the working directory)
-            FileSystems.delete([os.path.join(folder, name)])
+            path = os.path.join(folder, name)
+            if os.path.islink(path):  # the link goes, never what it points to
+                os.unlink(path)
+            else:
+                FileSystems.delete([path])
         return
     prefix = folder.rstrip("/") + "/"
     inside = [path for path in list_files(folder) if path.startswith(prefix)]
@@ -215,5 +219,8 @@ def prepare_output_folder(output: str, input_patterns: dict[str, str], sample_ou
         if not overwrite:
             raise OutputFolderError(f"--output {output!r} already holds files (an earlier run?); choose an empty "
                                     f"folder, or pass --overwrite to replace its contents")
-        remove_folder_contents(folder, [FileSystems.join(folder, rel) for rel in remove_first])
+        try:
+            remove_folder_contents(folder, [FileSystems.join(folder, rel) for rel in remove_first])
+        except (OSError, BeamIOError) as exc:
+            raise OutputFolderError(f"--overwrite could not empty {output!r}: {exc}") from None
     return folder
