@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         "--candidates", str(archive / "candidates.jsonl.gz"),
         "--output", str(job_out),
         "--output-format", args.output_format,
+        "--overwrite",  # the demo folder is the demo's own: a second `make demo` replaces the first
         *beam_args,
     ])
     if status != 0:
