@@ -8,6 +8,7 @@ anything no options class declares is an error before any work starts.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -108,18 +109,39 @@ def unknown_arguments(argv: Sequence[str]) -> list[str]:
     return list(unknown)
 
 
-def check_arguments(argv: Sequence[str]) -> None:
-    """Refuse an unknown flag or a stray word before anything runs."""
+# Runners whose job server declares options of its own (Java pipeline options such as Flink's
+# --checkpointingInterval): Python knows them only when the job is submitted.
+JOB_SERVER_RUNNERS = ("PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
+
+
+def _job_flags() -> list[str]:
+    return [spelling for option in JOB_OPTIONS for spelling in option.spellings]
+
+
+def check_arguments(argv: Sequence[str], runner: str | None = None) -> list[str]:
+    """Refuse an unknown flag or a stray word before anything runs.
+
+    With a job-server runner, an unknown flag that is not a near miss of one of this job's
+    flags is passed on to the job server (which refuses what it does not know either);
+    those flags are returned so the caller can say so."""
     unknown = unknown_arguments(argv)
-    if not unknown:
-        return
-    first = unknown[0]
-    if first.startswith("-"):
-        name = first.split("=", 1)[0]
-        raise OptionsError(f"unknown option {name} (see --help for this job's options; Beam's own options pass "
-                           f"through)")
-    raise OptionsError(f"unexpected argument {first!r}: every value belongs to an option (--name value); "
-                       f"quote a glob so that the shell does not expand it")
+    passed_on: list[str] = []
+    job_server = bool(runner) and runner.rsplit(".", 1)[-1] in JOB_SERVER_RUNNERS
+    for n, arg in enumerate(unknown):
+        if arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            near = difflib.get_close_matches(name, _job_flags(), n=1, cutoff=0.75)
+            if job_server and not near:
+                passed_on.append(name)
+                continue
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise OptionsError(f"unknown option {name}{hint}: see --help for this job's options; Beam's own options "
+                               f"pass through")
+        if job_server and n and unknown[n - 1].startswith("-") and "=" not in unknown[n - 1]:
+            continue  # the value of a flag passed on
+        raise OptionsError(f"unexpected argument {arg!r}: every value belongs to an option (--name value); "
+                           f"quote a glob so that the shell does not expand it")
+    return passed_on
 
 
 def check_values(opts: ReprocessOptions) -> None:

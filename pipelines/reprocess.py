@@ -118,12 +118,14 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
 
     Returns the options with ``--output`` normalized (absolute locally)."""
     try:
-        check_arguments(argv)
         options = PipelineOptions(list(argv))
+        passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
         opts = options.view_as(ReprocessOptions)
         check_values(opts)
     except OptionsError as exc:
         raise SystemExit(f"notarius-reprocess: {exc}") from None
+    if passed_on:
+        print(f"notarius-reprocess: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
     for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
         if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
             raise SystemExit(f"{flag} {pattern!r} matches no files")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from domain.run_integrity import OutputFile, files_block, listed_files, verify_run
 from fixture_archive import write_archive
 from pipelines import reprocess, retry_economy, verify
-from pipelines.options import JOB_OPTIONS
+from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
                               remove_folder_contents)
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, decode_block
@@ -181,6 +181,19 @@ def test_misuse_is_refused_before_anything_is_written(archive, tmp_path, name):
     assert not out.exists()
 
 
+def test_a_job_server_runner_gets_its_own_options_but_never_a_near_miss_of_ours():
+    base = ["--transcripts", "t", "--candidates", "c", "--output", "o"]
+    java = ["--checkpointingInterval", "1000", "--objectReuse"]
+    assert check_arguments([*base, *java], "FlinkRunner") == ["--checkpointingInterval", "--objectReuse"]
+    with pytest.raises(OptionsError, match="unknown option --checkpointingInterval"):
+        check_arguments([*base, *java])  # the in-process runner has no job server to take it
+    for runner in ("FlinkRunner", None):
+        with pytest.raises(OptionsError, match="did you mean --max-attempts"):
+            check_arguments([*base, "--max-attempt", "2"], runner)
+    assert check_arguments([*base, "--runner=FlinkRunner", "--flink_master=localhost:8081", "--parallelism=2"],
+                           "FlinkRunner") == []
+
+
 def test_every_numeric_option_is_bounded():
     assert all(o.minimum is not None for o in JOB_OPTIONS if o.type is int)
 
@@ -225,8 +238,8 @@ def test_a_refusal_is_one_line_on_stderr_and_a_non_zero_exit(archive, tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and proc.stdout == ""
     ours = [line for line in proc.stderr.splitlines() if "notarius-reprocess" in line]
-    assert ours == ["notarius-reprocess: unknown option --familes (see --help for this job's options; Beam's own "
-                    "options pass through)"]
+    assert ours == ["notarius-reprocess: unknown option --familes (did you mean --families?): see --help for this "
+                    "job's options; Beam's own options pass through"]
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
 
 
