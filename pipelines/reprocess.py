@@ -171,6 +171,8 @@ def format_summary(manifest: dict, output: str) -> str:
     t = manifest["transcript_conservation"]
     lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
     lines.append(f"outputs under {output}: artifacts/<family>/, retry_requests/, evaluations/, dead_letters/, manifest.json")
+    files = sum(len(entries) for entries in manifest.get(FILES_KEY, {}).values())
+    lines.append(f"{files} files listed in the manifest; check them with: notarius-reprocess verify {output}")
     return "\n".join(lines)
 
 
