@@ -11,6 +11,7 @@ from pathlib import Path
 import apache_beam as beam
 import orjson
 import pytest
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -116,6 +117,25 @@ def test_a_manifest_without_a_listing_does_not_verify():
 ])
 def test_pattern_reach_follows_beams_match(pattern, path, reached):
     assert pattern_reaches(pattern, path) is reached
+
+
+TREE = ["a/out/evaluations/part-0.jsonl", "a/out/manifest.json", "a/candidates-1.jsonl", "a/b/c/part-1.avro", "top.jsonl"]
+PATTERN_PARTS = st.lists(st.sampled_from(["*", "**", "a", "out", "?", "candidates-*", "*.jsonl", "part-*", "b", "[ab]",
+                                          "**/*.jsonl", "c"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(parts=PATTERN_PARTS)
+def test_pattern_reach_agrees_with_what_beam_matches(tmp_path_factory, parts):
+    root = tmp_path_factory.getbasetemp() / "reach-tree"
+    if not root.exists():
+        for rel in TREE:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(b"")
+    pattern = str(root / "/".join(parts))
+    matched = {m.path for m in FileSystems.match([pattern])[0].metadata_list}
+    for rel in TREE:
+        assert pattern_reaches(pattern, str(root / rel)) == (str(root / rel) in matched), (pattern, rel)
 
 
 @pytest.mark.parametrize("folder,root", [("/", True), ("/tmp", False), ("gs://bucket", True), ("gs://bucket/x", False),
