@@ -353,3 +353,31 @@ def test_a_byte_order_mark_on_a_files_first_byte_is_skipped(tmp_path):
         assert_that(keyed, equal_to(["s1", "s3"]), label="keyed")
         dead = read[DEAD] | beam.FlatMap(lambda rows: [r["payload"] for r in rows])
         assert_that(dead, equal_to([(bom + b'{"k": "s2"}').decode()]), label="dead")  # elsewhere: a dead letter
+
+
+# --- an object store (no folders): what gs:// and s3:// do -------------------------------------------
+
+def test_on_an_object_store_a_used_folder_is_refused_and_overwrite_touches_only_its_own_prefix(archive):
+    from memory_filesystem import MemoryFileSystem
+
+    store = MemoryFileSystem.objects
+    store.clear()
+    out = "memtest://bucket/runs/x"
+    store[f"{out}/artifacts/npc-registry/part-00000-of-00001.avro"] = b"an earlier run"
+    neighbours = {"memtest://bucket/runs/xy/keep": b"a", "memtest://bucket/runs/x.json": b"b",
+                  "memtest://bucket/keep": b"c"}
+    store.update(neighbours)
+    with pytest.raises(SystemExit, match="already holds files"):
+        reprocess.run(job_argv(archive, out))
+    with pytest.raises(SystemExit, match="root of its filesystem"):
+        reprocess.run(job_argv(archive, "memtest://bucket/"))
+
+    assert reprocess.main(job_argv(archive, out, "--overwrite", "--output-format", "jsonl")) == 0
+    assert {k: v for k, v in store.items() if not k.startswith(out + "/")} == neighbours
+    assert f"{out}/artifacts/npc-registry/part-00000-of-00001.avro" not in store
+    assert verify.verify_folder(out).ok
+
+    store[f"{out}/evaluations/part-00000-of-00001.jsonl"] += b'{"x": 1}\n'
+    assert verify.verify_folder(out).problems[0].startswith(
+        "altered: evaluations/part-00000-of-00001.jsonl: bytes")
+    store.clear()
