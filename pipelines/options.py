@@ -90,6 +90,20 @@ class ReprocessOptions(PipelineOptions):
                                     choices=option.choices, help=option.help, **option.extra)
 
 
+def help_text(prog: str) -> str:
+    """This job's options (Beam's own parser would list only ``-h``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, epilog="Any Beam option passes through (--runner, "
+                                     "--direct_num_workers, ...). With no --runner the job runs in-process.")
+    ReprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+    return parser.format_help()
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    return any(arg in ("-h", "--help") for arg in argv)
+
+
 class _StrictParser(_BeamArgumentParser):
     def error(self, message):  # argparse would print its usage and exit; one line is enough
         raise OptionsError(message)

@@ -28,7 +28,8 @@ from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
 from domain.run_integrity import FILES_KEY, MANIFEST_NAME, OutputFile, files_block, relative_path
-from pipelines.options import OptionsError, ReprocessOptions, check_arguments, check_values, parse_families
+from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
+                               parse_families, wants_help)
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
@@ -117,6 +118,9 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
     """Everything refused before any work starts; --overwrite empties the output folder.
 
     Returns the options with ``--output`` normalized (absolute locally)."""
+    if wants_help(argv):
+        print(help_text("notarius-reprocess"))
+        raise SystemExit(0)
     try:
         options = PipelineOptions(list(argv))
         passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)

@@ -214,6 +214,14 @@ def test_a_job_server_runner_gets_its_own_options_but_never_a_near_miss_of_ours(
                            "FlinkRunner") == []
 
 
+def test_help_lists_this_jobs_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        reprocess.run(["--help"])
+    assert exit_.value.code == 0
+    printed = capsys.readouterr().out
+    assert all(option.flag in printed for option in JOB_OPTIONS)
+
+
 def test_every_numeric_option_is_bounded():
     assert all(o.minimum is not None for o in JOB_OPTIONS if o.type is int)
 
