@@ -9,7 +9,7 @@ anything no options class declares is an error before any work starts.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
@@ -33,7 +33,6 @@ class JobOption:
     minimum: int | None = None  # integer options: the smallest value that makes sense
     switch: bool = False  # a flag without a value
     required: bool = False  # checked by check_values, not argparse (see ReprocessOptions)
-    extra: dict = field(default_factory=dict)
 
     @property
     def dest(self) -> str:
@@ -48,7 +47,8 @@ class JobOption:
 JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro)."),
     JobOption("--candidates", required=True, help="Glob of raw model-candidate files."),
-    JobOption("--output", required=True, help="Output directory (local, gs://, s3://); it must be empty or absent (see --overwrite)."),
+    JobOption("--output", required=True,
+              help="Output directory (local, gs://, s3://); it must be empty or absent (see --overwrite)."),
     JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines "
                                     "or Avro); their names count for occurrence membership."),
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
@@ -87,7 +87,7 @@ class ReprocessOptions(PipelineOptions):
                                     help=option.help)
             else:
                 parser.add_argument(*option.spellings, dest=option.dest, default=option.default, type=option.type,
-                                    choices=option.choices, help=option.help, **option.extra)
+                                    choices=option.choices, help=option.help)
 
 
 def help_text(prog: str) -> str:
