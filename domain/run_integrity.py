@@ -118,7 +118,12 @@ def _conservation_problems(manifest: Mapping[str, Any], rows: Mapping[str, int])
             balanced = c[total] == sum(c[p] for p in parts)
         except (KeyError, TypeError):
             balanced = False
-        if not (balanced and c.get("holds") is True):
+        if balanced and c.get("holds") is not True:
+            unreadable = manifest.get("unreadable_files", {})
+            paths = unreadable.get("paths", []) if isinstance(unreadable, Mapping) else []
+            why = f": input files could not be read to their end ({', '.join(paths[:3])})" if paths else ""
+            problems.append(f"{block} is not claimed by the manifest{why}")
+        elif not balanced:
             problems.append(f"{block} does not hold: {total} {c.get(total)} != "
                             + " + ".join(f"{p} {c.get(p)}" for p in parts))
     counted = manifest.get("outputs", {})

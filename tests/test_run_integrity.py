@@ -87,6 +87,10 @@ def test_verify_checks_conservation_and_the_rows_behind_the_counts():
     assert verify_run(manifest, found, list(found)).ok
     unbalanced = {**manifest, "conservation": {**manifest["conservation"], "candidates_in": 99}}
     assert "conservation does not hold" in verify_run(unbalanced, found, list(found)).problems[0]
+    unclaimed = {**manifest, "conservation": {**manifest["conservation"], "holds": False},
+                 "unreadable_files": {"paths": ["/in/c.jsonl.gz"]}}
+    assert verify_run(unclaimed, found, list(found)).problems == (
+        "conservation is not claimed by the manifest: input files could not be read to their end (/in/c.jsonl.gz)",)
     miscounted = {**manifest, "conservation": {**manifest["conservation"], "evaluations": 4, "candidates_in": 6}}
     assert verify_run(miscounted, found, list(found)).problems == (
         "evaluations: the files hold 3 rows, the manifest counts 4",)
