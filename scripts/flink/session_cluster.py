@@ -11,7 +11,19 @@ does: compute JVM memory flags with Flink's own BashJavaUtils, then start
 
 The Flink minor line must equal the one of the Beam job server that submits to
 it (``beam-runners-flink-<F>-job-server``); it is resolved by the same rule as
-``fetch_job_server.py``: argument, ``$NOTARIUS_FLINK_VERSION``, Beam's default.
+``fetch_job_server.py``: argument, ``$NOTARIUS_FLINK_VERSION``, the project's
+line (1.20).
+
+Network memory: Flink batch jobs use the sort shuffle, which by default asks
+for 512 network buffers (32 KiB each) per result partition
+(``taskmanager.network.sort-shuffle.min-buffers``). Beam fuses this job into
+stages with many outputs, and with Flink's default network memory (10% of a
+1.5 GB TaskManager, ~100 MB) the job fails with "Insufficient number of network
+buffers: required 512". The cluster therefore sets min-buffers to 64 (still
+enough to sort-spill efficiently at these data sizes) and gives the network
+a fixed 256 MB (``taskmanager.memory.network.min/max``), taken from managed
+memory, which Beam's portable batch jobs barely use
+(``taskmanager.memory.managed.fraction`` 0.2 instead of 0.4).
 
 CLI (with the project venv's python, which has pip and apache-beam):
 
@@ -60,7 +72,11 @@ FLINK_PATCH_RELEASES: dict[str, str] = {
     "2.1": "2.1.3",
     "2.2": "2.2.1",
 }
-CACHE_ROOT = Path(os.environ.get("NOTARIUS_FLINK_CACHE", "~/.cache/notarius/flink")).expanduser()
+# Network memory of the TaskManager and the sort shuffle's per-partition
+# buffer demand (module docstring); both overridable per cluster.
+NETWORK_MEMORY = "256mb"
+SORT_SHUFFLE_MIN_BUFFERS = 64
+MANAGED_FRACTION = 0.2
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
@@ -121,6 +137,7 @@ def _load_fetch_module() -> ModuleType:
 
 
 _fjs = _load_fetch_module()
+CACHE_ROOT: Path = _fjs.CACHE_ROOT
 
 
 def resolve_flink_version(requested: str | None = None) -> str:
@@ -177,7 +194,12 @@ def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path
             str(tmp_path / "sdist"),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
-        sdists = list((tmp_path / "sdist").glob("apache_flink_libraries-*.tar.gz"))
+        # The sdist's file name differs by release: apache_flink_libraries-1.20.5
+        # (underscores, newer setuptools) but apache-flink-libraries-1.19.3.
+        sdists = [
+            *(tmp_path / "sdist").glob("apache_flink_libraries-*.tar.gz"),
+            *(tmp_path / "sdist").glob("apache-flink-libraries-*.tar.gz"),
+        ]
         if proc.returncode != 0 or not sdists:
             raise ClusterError(
                 f"pip could not download apache-flink-libraries=={release}: "
@@ -333,6 +355,8 @@ def _write_conf(
     slots: int,
     jobmanager_memory: str,
     taskmanager_memory: str,
+    network_memory: str = NETWORK_MEMORY,
+    sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
 ) -> None:
     conf_dir.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -350,9 +374,21 @@ def _write_conf(
         "taskmanager.memory.process.size": taskmanager_memory,
         "taskmanager.numberOfTaskSlots": slots,
         "parallelism.default": slots,
+        # Enough network buffers for Beam's many-output batch stages (module
+        # docstring); without these the job fails with "Insufficient number
+        # of network buffers: required 512".
+        "taskmanager.memory.network.min": network_memory,
+        "taskmanager.memory.network.max": network_memory,
+        "taskmanager.network.sort-shuffle.min-buffers": sort_shuffle_min_buffers,
+        "taskmanager.memory.managed.fraction": MANAGED_FRACTION,
         "io.tmp.dirs": str(run_dir / "tmp"),
         "web.tmpdir": str(run_dir / "tmp"),
         "blob.storage.directory": str(run_dir / "tmp"),
+        # Flink's 10 s RPC timeout is too short on a loaded 2-core machine:
+        # deploying a Beam task (and starting its SDK workers) can keep the
+        # TaskManager from answering for longer, and the job then fails with
+        # an AskTimeoutException although nothing is wrong.
+        "pekko.ask.timeout": "60 s",
         # A Beam job that fails must fail the test, not be retried for minutes.
         "restart-strategy.type": "none",
     }
@@ -442,6 +478,8 @@ def start_cluster(
     slots: int = 2,
     jobmanager_memory: str = "1024m",
     taskmanager_memory: str = "1536m",
+    network_memory: str = NETWORK_MEMORY,
+    sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
     startup_timeout_s: float = 120.0,
     run_dir: Path | None = None,
 ) -> SessionCluster:
@@ -468,7 +506,15 @@ def start_cluster(
     # leftover one) on one machine do not collide; the TM learns it from config.
     rpc_port = _free_port()
     _write_conf(
-        conf_dir, run_dir, rest_port, rpc_port, slots, jobmanager_memory, taskmanager_memory
+        conf_dir,
+        run_dir,
+        rest_port,
+        rpc_port,
+        slots,
+        jobmanager_memory,
+        taskmanager_memory,
+        network_memory,
+        sort_shuffle_min_buffers,
     )
 
     jm_jvm, jm_dyn = _resource_params(java, home, conf_dir, "GET_JM_RESOURCE_PARAMS")
@@ -529,6 +575,8 @@ def session_cluster(
     slots: int = 2,
     jobmanager_memory: str = "1024m",
     taskmanager_memory: str = "1536m",
+    network_memory: str = NETWORK_MEMORY,
+    sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
     startup_timeout_s: float = 120.0,
     keep_logs: bool = False,
 ) -> Iterator[SessionCluster]:
@@ -543,6 +591,8 @@ def session_cluster(
         slots=slots,
         jobmanager_memory=jobmanager_memory,
         taskmanager_memory=taskmanager_memory,
+        network_memory=network_memory,
+        sort_shuffle_min_buffers=sort_shuffle_min_buffers,
         startup_timeout_s=startup_timeout_s,
     )
     failed = False
