@@ -28,6 +28,7 @@ from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
 from domain.run_integrity import FILES_KEY, MANIFEST_NAME, OutputFile, files_block, relative_path
+from pipelines import runner_errors
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, wants_help)
 from transforms.process import COUNTS, JoinAndApply, SumCounts
@@ -153,8 +154,14 @@ def run(argv: Sequence[str] | None = None) -> dict:
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, opts, runner_name)
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            build_pipeline(pipeline, opts, runner_name)
+    except Exception as error:  # noqa: BLE001 - re-raised unless a runner setting explains it
+        hint = runner_errors.explain(error)
+        if hint is None:
+            raise
+        raise SystemExit(f"{hint}\n\nThe runner's error: {str(error)[:2000]}") from error
     with FileSystems.open(join_path(opts.output, MANIFEST_NAME)) as handle:
         return orjson.loads(handle.read())
 
