@@ -3,3 +3,22 @@ from pathlib import Path
 
 # Test helpers (fixture_archive, output_reader, flink_support) import by plain name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flink_e2e: runs the job on Apache Flink (needs Java and the job server jar)")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the Flink end-to-end tests' outcomes, so CI's quiet log shows they ran."""
+    lines = []
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "flink_e2e" in getattr(report, "keywords", {}) and report.when in ("call", "setup"):
+                if outcome == "passed" and report.when != "call":
+                    continue
+                lines.append(f"{outcome.upper()} {report.nodeid}")
+    if lines:
+        terminalreporter.write_sep("-", "Beam on Flink")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,8 +1,8 @@
 """Helpers for tests that run pipelines on Flink (no tests in here).
 
-    jar, reason = ensure_job_server_jar()
+    jar, route, unavailable = job_server_jar()
     if jar is None:
-        pytest.skip(reason)
+        pytest.skip(route) if unavailable else pytest.fail(route)
     run(flink_pipeline_args(jar) + [...])
 
     with session_cluster(rest_port=free_port()) as cluster:
@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import socket
 import sys
 from pathlib import Path
 from types import ModuleType
 
 _SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "flink"
-
-# Point at a prebuilt job server jar, bypassing Beam's cache and Maven.
-JOB_SERVER_JAR_ENV = "NOTARIUS_FLINK_JOB_SERVER_JAR"
 
 
 def _load(name: str) -> ModuleType:
@@ -42,12 +38,15 @@ def _load(name: str) -> ModuleType:
 
 _cluster = _load("session_cluster")
 _fetch = _cluster._fjs
+_pool = _load("worker_pool")
 
 # Re-exports for tests.
 session_cluster = _cluster.session_cluster
 SessionCluster = _cluster.SessionCluster
 ClusterError = _cluster.ClusterError
 flink_home = _cluster.flink_home
+worker_pool = _pool.worker_pool
+FetchError = _fetch.FetchError
 
 
 def flink_version() -> str:
@@ -56,28 +55,21 @@ def flink_version() -> str:
 
 
 @functools.cache
-def ensure_job_server_jar() -> tuple[str | None, str]:
-    """(path to Beam's Flink job server jar, how it was found) or (None, why not).
+def job_server_jar() -> tuple[str | None, str, bool]:
+    """(jar, route, unavailable): the jar and how it was obtained, or None and why not.
 
-    Tries, in order: $NOTARIUS_FLINK_JOB_SERVER_JAR, Beam's jar cache, a Maven
-    fetch into Beam's jar cache. Cached per process so a failing Maven lookup
-    is paid once per test session, not once per test.
+    The same routes as ``make flink-jar`` (given jar, Beam's cache, the
+    vendored build's cache, a served release, a build from the vendored
+    sources). ``unavailable`` is True only when the machine cannot have the
+    jar at all (no Java, or neither a served release nor the vendored
+    sources): the only case a Flink test may skip. Cached per process, so a
+    failure is paid once per test session.
     """
-    override = os.environ.get(JOB_SERVER_JAR_ENV)
-    if override:
-        if Path(override).is_file():
-            return override, f"from ${JOB_SERVER_JAR_ENV}"
-        return None, f"${JOB_SERVER_JAR_ENV}={override} does not exist"
     try:
-        version = _fetch.resolve_flink_version()
-        cached = _fetch.jar_path(version)
-        if cached.is_file():
-            return str(cached), f"cached at {cached}"
-        if _fetch.find_java() is None:
-            return None, "Java not found (no $JAVA_HOME/bin/java, no java on PATH)"
-        return str(_fetch.fetch(version)), "fetched with Maven"
+        jar, route = _fetch.obtain(flink_version(), log=lambda m: print(m, file=sys.stderr))
+        return str(jar), route, False
     except _fetch.FetchError as e:
-        return None, str(e)
+        return None, str(e), bool(e.unavailable)
 
 
 def free_port() -> int:
@@ -88,18 +80,30 @@ def free_port() -> int:
 
 
 def flink_pipeline_args(
-    job_server_jar: str, flink_master: str = "[local]", parallelism: int = 2
+    job_server_jar: str,
+    flink_master: str = "[local]",
+    parallelism: int = 2,
+    worker_pool: str | None = None,
 ) -> list[str]:
-    """Pipeline options for FlinkRunner with Python workers in this process.
+    """Pipeline options for FlinkRunner.
 
-    LOOPBACK: the SDK harness runs inside the submitting (pytest) process, so
-    neither Docker nor the Go boot binary of PROCESS is needed.
+    Without ``worker_pool``: LOOPBACK, the SDK harness runs inside the
+    submitting (pytest) process, so neither Docker nor the Go boot binary of
+    PROCESS is needed. With it (``localhost:PORT`` of ``worker_pool()``):
+    EXTERNAL, one Python worker process per slot.
     """
-    return [
+    args = [
         "--runner=FlinkRunner",
         f"--flink_master={flink_master}",
         f"--flink_version={flink_version()}",
         f"--flink_job_server_jar={job_server_jar}",
         f"--parallelism={parallelism}",
-        "--environment_type=LOOPBACK",
+    ]
+    if worker_pool is None:
+        return [*args, "--environment_type=LOOPBACK"]
+    return [
+        *args,
+        "--environment_type=EXTERNAL",
+        f"--environment_config={worker_pool}",
+        f"--sdk_worker_parallelism={parallelism}",
     ]

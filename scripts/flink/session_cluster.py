@@ -111,7 +111,7 @@ rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = MainAppender
 appender.main.name = MainAppender
 appender.main.type = File
-appender.main.append = false
+appender.main.append = true
 appender.main.fileName = ${sys:log.file}
 appender.main.layout.type = PatternLayout
 appender.main.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n
@@ -194,12 +194,7 @@ def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path
             str(tmp_path / "sdist"),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
-        # The sdist's file name differs by release: apache_flink_libraries-1.20.5
-        # (underscores, newer setuptools) but apache-flink-libraries-1.19.3.
-        sdists = [
-            *(tmp_path / "sdist").glob("apache_flink_libraries-*.tar.gz"),
-            *(tmp_path / "sdist").glob("apache-flink-libraries-*.tar.gz"),
-        ]
+        sdists = find_sdists(tmp_path / "sdist")
         if proc.returncode != 0 or not sdists:
             raise ClusterError(
                 f"pip could not download apache-flink-libraries=={release}: "
@@ -215,6 +210,19 @@ def flink_home(flink_version: str | None = None, *, quiet: bool = False) -> Path
             if not (home / "lib" / f"flink-dist-{release}.jar").is_file():
                 raise  # Not a lost race with another caller: a real error.
     return home
+
+
+def find_sdists(folder: Path) -> list[Path]:
+    """apache-flink-libraries source distributions in folder.
+
+    The file name differs by release: apache_flink_libraries-1.20.5.tar.gz
+    (underscores, newer setuptools) but apache-flink-libraries-1.19.3.tar.gz.
+    """
+    return sorted(
+        p
+        for p in folder.glob("apache*flink*libraries-*.tar.gz")
+        if p.name.replace("-", "_").startswith("apache_flink_libraries_")
+    )
 
 
 def _extract_jars(sdist: Path, dest: Path) -> None:
