@@ -34,8 +34,8 @@ export NOTARIUS_FLINK_VERSION = $(FLINK_VERSION)
 flink-jar: $(STAMP)  ## Beam's Flink job server jar: cached, released (Maven), or built from ../shared/vendor; prints its path
 	$(BIN)/python scripts/flink/fetch_job_server.py
 
-flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI)
-	$(BIN)/python scripts/flink/session_cluster.py start
+flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI) + Python worker pool on localhost:50000
+	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000
 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop

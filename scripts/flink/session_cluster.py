@@ -28,9 +28,14 @@ memory, which Beam's portable batch jobs barely use
 CLI (with the project venv's python, which has pip and apache-beam):
 
     python scripts/flink/session_cluster.py fetch             # only download jars
-    python scripts/flink/session_cluster.py start [--rest-port 8081]
-    python scripts/flink/session_cluster.py status [--rest-port 8081]
-    python scripts/flink/session_cluster.py stop  [--rest-port 8081]
+    python scripts/flink/session_cluster.py [--rest-port 8081] start [--worker-pool-port 50000]
+    python scripts/flink/session_cluster.py [--rest-port 8081] status
+    python scripts/flink/session_cluster.py [--rest-port 8081] stop
+
+``start --worker-pool-port P`` also starts a Python SDK worker pool on
+localhost:P (scripts/flink/worker_pool.py), for
+``--environment_type=EXTERNAL --environment_config=localhost:P``; ``stop``
+stops it with the cluster.
 
 Library:
 
@@ -267,6 +272,8 @@ class SessionCluster:
     run_dir: str
     jobmanager_pid: int
     taskmanager_pid: int
+    worker_pool_pid: int = -1
+    worker_pool_port: int = -1
 
     @property
     def rest_url(self) -> str:
@@ -288,7 +295,9 @@ class SessionCluster:
         return "\n".join(out)
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Stop TaskManager then JobManager; SIGKILL whatever ignores SIGTERM."""
+        """Stop the worker pool, TaskManager, JobManager; SIGKILL whatever ignores SIGTERM."""
+        if self.worker_pool_pid > 0:
+            _terminate(self.worker_pool_pid, "worker_pool.py", timeout_s)
         for pid, main_class in (
             (self.taskmanager_pid, TASKMANAGER_CLASS),
             (self.jobmanager_pid, JOBMANAGER_CLASS),
@@ -323,7 +332,8 @@ def _is_our_process(pid: int, main_class: str) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return main_class.encode() in cmdline
+    marker = main_class.encode()
+    return any(arg == marker or arg.endswith(b"/" + marker) for arg in cmdline)
 
 
 def _terminate(pid: int, main_class: str, timeout_s: float) -> None:
@@ -631,6 +641,12 @@ def _cli_start(args: argparse.Namespace) -> int:
         slots=args.slots,
         startup_timeout_s=args.timeout,
     )
+    if args.worker_pool_port:
+        try:
+            _start_worker_pool(cluster, args.worker_pool_port)
+        except BaseException:
+            cluster.stop()
+            raise
     _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
     print(
         f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
@@ -638,8 +654,38 @@ def _cli_start(args: argparse.Namespace) -> int:
         f"logs {cluster.run_dir}/log)",
         file=sys.stderr,
     )
+    if cluster.worker_pool_pid > 0:
+        print(
+            f"Python SDK worker pool: localhost:{cluster.worker_pool_port} "
+            f"(pid {cluster.worker_pool_pid}; --environment_type=EXTERNAL "
+            f"--environment_config=localhost:{cluster.worker_pool_port})",
+            file=sys.stderr,
+        )
     print(cluster.flink_master)
     return 0
+
+
+def _start_worker_pool(cluster: SessionCluster, port: int, timeout_s: float = 60.0) -> None:
+    """A detached worker_pool.py on localhost:port, logging into the cluster's log dir."""
+    if _port_in_use(port):
+        raise ClusterError(f"port {port} on localhost is already in use (another worker pool?)")
+    script = Path(__file__).resolve().with_name("worker_pool.py")
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    with open(Path(cluster.run_dir) / "log" / "worker-pool.log", "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), "--port", str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    cluster.worker_pool_pid, cluster.worker_pool_port = proc.pid, port
+    deadline = time.monotonic() + timeout_s
+    while not _port_in_use(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise ClusterError(f"the worker pool did not come up on localhost:{port}\n{cluster.log_tail()}")
+        time.sleep(0.2)
 
 
 def _load_state(rest_port: int) -> SessionCluster | None:
@@ -691,6 +737,12 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="start in the background; print the --flink_master value")
     start.add_argument("--slots", type=int, default=2)
     start.add_argument("--timeout", type=float, default=120.0)
+    start.add_argument(
+        "--worker-pool-port",
+        type=int,
+        default=0,
+        help="also start a Python SDK worker pool on localhost:PORT (for EXTERNAL environments)",
+    )
     start.set_defaults(func=_cli_start)
     sub.add_parser("stop", help="stop a cluster started with `start`").set_defaults(func=_cli_stop)
     sub.add_parser("status", help="print the REST /overview").set_defaults(func=_cli_status)
