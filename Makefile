@@ -41,5 +41,5 @@ flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop
 
 .PHONY: bench
-bench: $(STAMP)  ## benchmarks: domain loop vs the job in-process and on two workers, scaling, micro (docs/benchmarks.md)
+bench: $(STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, micro (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

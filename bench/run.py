@@ -57,12 +57,8 @@ CONFIGS = {
     "direct-mp1": Config("direct-mp1", "job, 1 worker (multi_processing)", True,
                          ("--direct_num_workers=1", "--direct_running_mode=multi_processing")),
 }
-NOT_MEASURABLE = {
-    "flink-local": ("job, FlinkRunner `[local]`",
-                    "Beam's Flink job server jar (org.apache.beam:beam-runners-flink-<F>-job-server:2.77.0) is not "
-                    "served by the Maven Central mirror this machine reaches, so the runner cannot start "
-                    "(docs/running.md, `make flink-jar`)."),
-}
+# Configurations that cannot run here, with why (label, reason). Flink has its own section (bench.flink).
+NOT_MEASURABLE: dict[str, tuple[str, str]] = {}
 
 
 def command(config: Config, archive: Archive, output: Path, fmt: str) -> list[str]:
@@ -257,6 +253,10 @@ def parse_args(argv):
     p.add_argument("--scaling-configs", default="loop,direct,direct-mp2")
     p.add_argument("--scaling-runs", type=int, default=3, help=f"runs per scaling point (points of {LARGE:,} or more run once)")
     p.add_argument("--no-micro", action="store_true")
+    p.add_argument("--flink-sizes", default="100000",
+                   help="candidate counts for the Flink section (bench.flink; '' to skip); add 1000000 for 1M")
+    p.add_argument("--flink-configs", default="direct,direct-mp2,flink-local,flink-session")
+    p.add_argument("--flink-runs", type=int, default=3, help="rounds of the Flink section (1M runs once)")
     p.add_argument("--skip-side-by-side", action="store_true")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
@@ -370,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(scaling_section(args, base, sizes, scratch, report, log))
     if not args.no_micro:
         sections.append(micro_section(args, base, report, log))
+    flink_sizes = [int(s) for s in args.flink_sizes.split(",") if s.strip()]
+    if flink_sizes:
+        from bench import flink
+
+        sections.append(flink.section(flink_sizes, [c for c in args.flink_configs.split(",") if c],
+                                      args.flink_runs, args.cache, scratch, report, log))
     report["load_after"] = os.getloadavg()
     text = write_report(report, sections, args.results)
     shutil.rmtree(scratch, ignore_errors=True)
