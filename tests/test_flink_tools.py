@@ -14,12 +14,14 @@ from pipelines import runner_errors
 fjs = flink_support._fetch
 cluster_mod = flink_support._cluster
 
-# Flink 1.20's message, as Beam relays it from a failed job on a TaskManager with default network memory.
+# Beam's error from a real run of the fixture archive on a session cluster with 64mb of network memory and
+# Flink's default sort-shuffle.min-buffers (512), as reprocess.run caught it.
 FLINK_NETWORK_ERROR = (
-    "RuntimeError: Pipeline BeamApp-x failed in state FAILED: java.io.IOException: Insufficient number of "
-    "network buffers: required 512, but only 371 available. The total number of network buffers is currently "
-    "set to 3399 of 32768 bytes each. You can increase this number by setting the configuration keys "
-    "'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', and 'taskmanager.memory.network.max'."
+    "Pipeline BeamApp-root-1203073412-14b2eb4b_a3c69ff1-7d34-40ee-9def-2dfbb4d4ea23 failed in state FAILED: "
+    "java.io.IOException: Insufficient number of network buffers: required 512, but only 502 available. The total "
+    "number of network buffers is currently set to 2048 of 32768 bytes each. You can increase this number by "
+    "setting the configuration keys 'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', and "
+    "'taskmanager.memory.network.max'."
 )
 
 
@@ -29,7 +31,7 @@ def test_network_buffer_failure_names_the_flink_settings():
     for setting in ("taskmanager.memory.network.min", "taskmanager.memory.network.max",
                     "taskmanager.network.sort-shuffle.min-buffers"):
         assert setting in hint
-    assert "512" in hint and "371" in hint
+    assert "512" in hint and "502" in hint
 
 
 def test_other_failures_get_no_hint():
