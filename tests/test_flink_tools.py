@@ -122,3 +122,27 @@ def test_no_route_without_release_or_vendored_sources_is_unavailable(monkeypatch
     with pytest.raises(fjs.FetchError) as raised:
         fjs.obtain("1.20", cache_dir=tmp_path / "beam-cache")
     assert raised.value.unavailable and "vendored" in str(raised.value)
+
+
+def _run_failing_with(monkeypatch, tmp_path, error: Exception):
+    from fixture_archive import write_archive
+    from pipelines import reprocess
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(reprocess, "build_pipeline", fail)
+    archive = write_archive(tmp_path / "archive")
+    reprocess.run(["--transcripts", archive["transcripts"], "--candidates", archive["candidates"],
+                   "--output", str(tmp_path / "out")])
+
+
+def test_job_fails_naming_the_setting_when_flink_lacks_network_buffers(monkeypatch, tmp_path):
+    with pytest.raises(SystemExit, match="taskmanager.memory.network.min") as raised:
+        _run_failing_with(monkeypatch, tmp_path, RuntimeError(FLINK_NETWORK_ERROR))
+    assert "Insufficient number of network buffers" in str(raised.value)  # Flink's own words kept
+
+
+def test_job_reraises_other_runner_failures_unchanged(monkeypatch, tmp_path):
+    with pytest.raises(RuntimeError, match="something else"):
+        _run_failing_with(monkeypatch, tmp_path, RuntimeError("something else"))
