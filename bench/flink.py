@@ -283,12 +283,19 @@ def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: P
             rows: dict[str, list[dict]] = {c: [] for c in configs}
             for round_no in range(1, (runs if size < large else 1) + 1):
                 for key in configs:
-                    row = run_once(CONFIGS[key], archive, scratch, flink)
+                    try:
+                        row = run_once(CONFIGS[key], archive, scratch, flink)
+                    except SystemExit as e:  # one failed run is a finding, not the end of the section
+                        result.setdefault("failures", []).append(
+                            {"size": size, "config": key, "round": round_no, "error": str(e)[-1500:]})
+                        log(f"  flink bench {size:>9,} round {round_no} {key:<16} FAILED: {str(e)[-300:]}")
+                        continue
                     rows[key].append(row)
                     log(f"  flink bench {size:>9,} round {round_no} {key:<16} {row['wall_s']:8.2f}s "
                         f"CPU {row['cpu_s']:7.1f}s tree RSS {row['tree_peak_rss_mb']:7,.0f} MB "
                         f"load {os.getloadavg()[0]:.2f}")
-            if len({r["evaluations"] for rs in rows.values() for r in rs}) != 1:
+            rows = {key: rs for key, rs in rows.items() if rs}
+            if len({r["evaluations"] for rs in rows.values() for r in rs}) > 1:
                 raise SystemExit(f"configurations disagree on the number of evaluations at {size}")
             for key, rs in rows.items():
                 result["points"].append({
@@ -336,6 +343,10 @@ def tables(result: dict) -> str:
     if f.get("cluster_start_s") is not None:
         notes.append(f"Session cluster start (JobManager + TaskManager until the slots register), once for the "
                      f"section, not in the wall times: {f['cluster_start_s']:.1f} s.")
+    for failure in result.get("failures", []):
+        error = " ".join(failure["error"].split())[-400:]
+        notes.append(f"FAILED: {CONFIGS[failure['config']].label} at {failure['size']:,}, round {failure['round']}: "
+                     f"...{error}")
     loads = [x for p in result["points"] for x in p["load1_after"]]
     if loads:
         notes.append(f"1-minute load average after each run: {min(loads):.2f}–{max(loads):.2f} on "

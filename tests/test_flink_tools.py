@@ -44,6 +44,7 @@ def test_session_cluster_config_has_the_network_settings(tmp_path):
     assert 'taskmanager.memory.network.min: "256mb"' in conf
     assert 'taskmanager.memory.network.max: "256mb"' in conf
     assert "taskmanager.network.sort-shuffle.min-buffers: 64" in conf
+    assert 'taskmanager.memory.task.off-heap.size: "256m"' in conf
     assert 'rest.bind-address: "localhost"' in conf
 
 

@@ -17,8 +17,8 @@ line (1.20).
 Network memory: Flink batch jobs use the sort shuffle, which by default asks
 for 512 network buffers (32 KiB each) per result partition
 (``taskmanager.network.sort-shuffle.min-buffers``). Beam fuses this job into
-stages with many outputs, and with Flink's default network memory (10% of a
-1.5 GB TaskManager, ~100 MB) the job fails with "Insufficient number of network
+stages with many outputs, and with Flink's default network memory (10% of
+Flink's memory, ~100 MB for a 1.5 GB TaskManager) the job fails with "Insufficient number of network
 buffers: required 512". The cluster therefore sets min-buffers to 64 (still
 enough to sort-spill efficiently at these data sizes) and gives the network
 a fixed 256 MB (``taskmanager.memory.network.min/max``), taken from managed
@@ -82,6 +82,13 @@ FLINK_PATCH_RELEASES: dict[str, str] = {
 NETWORK_MEMORY = "256mb"
 SORT_SHUFFLE_MIN_BUFFERS = 64
 MANAGED_FRACTION = 0.2
+# Beam's Fn API data plane (gRPC on Netty) in the TaskManager allocates direct
+# memory that Flink counts as task off-heap, 0 by default: without it a second
+# job on the same cluster failed with "OutOfMemoryError: Direct buffer memory".
+TASK_OFF_HEAP = "256m"
+# Process size that leaves the task heap ~500 MB after the network, managed
+# and off-heap memory above (1.5 GB left it ~100 MB).
+TASKMANAGER_MEMORY = "2048m"
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
@@ -399,6 +406,7 @@ def _write_conf(
         "taskmanager.memory.network.max": network_memory,
         "taskmanager.network.sort-shuffle.min-buffers": sort_shuffle_min_buffers,
         "taskmanager.memory.managed.fraction": MANAGED_FRACTION,
+        "taskmanager.memory.task.off-heap.size": TASK_OFF_HEAP,
         "io.tmp.dirs": str(run_dir / "tmp"),
         "web.tmpdir": str(run_dir / "tmp"),
         "blob.storage.directory": str(run_dir / "tmp"),
@@ -495,7 +503,7 @@ def start_cluster(
     flink_version: str | None = None,
     slots: int = 2,
     jobmanager_memory: str = "1024m",
-    taskmanager_memory: str = "1536m",
+    taskmanager_memory: str = TASKMANAGER_MEMORY,
     network_memory: str = NETWORK_MEMORY,
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
     startup_timeout_s: float = 120.0,
@@ -592,7 +600,7 @@ def session_cluster(
     flink_version: str | None = None,
     slots: int = 2,
     jobmanager_memory: str = "1024m",
-    taskmanager_memory: str = "1536m",
+    taskmanager_memory: str = TASKMANAGER_MEMORY,
     network_memory: str = NETWORK_MEMORY,
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
     startup_timeout_s: float = 120.0,
