@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import orjson
 import pytest
 
 from fixture_archive import run_job, write_archive
