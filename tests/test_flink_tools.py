@@ -41,8 +41,8 @@ def test_other_failures_get_no_hint():
 def test_session_cluster_config_has_the_network_settings(tmp_path):
     cluster_mod._write_conf(tmp_path / "conf", tmp_path, 8081, 6123, 2, "1024m", "1536m")
     conf = (tmp_path / "conf" / "config.yaml").read_text()
-    assert 'taskmanager.memory.network.min: "256mb"' in conf
-    assert 'taskmanager.memory.network.max: "256mb"' in conf
+    assert 'taskmanager.memory.network.min: "512mb"' in conf
+    assert 'taskmanager.memory.network.max: "512mb"' in conf
     assert "taskmanager.network.sort-shuffle.min-buffers: 64" in conf
     assert 'taskmanager.memory.task.off-heap.size: "256m"' in conf
     assert 'rest.bind-address: "localhost"' in conf

@@ -21,7 +21,8 @@ stages with many outputs, and with Flink's default network memory (10% of
 Flink's memory, ~100 MB for a 1.5 GB TaskManager) the job fails with "Insufficient number of network
 buffers: required 512". The cluster therefore sets min-buffers to 64 (still
 enough to sort-spill efficiently at these data sizes) and gives the network
-a fixed 256 MB (``taskmanager.memory.network.min/max``), taken from managed
+a fixed 512 MB (256 MB sufficed until the job gained more output stages:
+"required 64, but only 15 available" of 8192) (``taskmanager.memory.network.min/max``), taken from managed
 memory, which Beam's portable batch jobs barely use
 (``taskmanager.memory.managed.fraction`` 0.2 instead of 0.4).
 
@@ -79,16 +80,16 @@ FLINK_PATCH_RELEASES: dict[str, str] = {
 }
 # Network memory of the TaskManager and the sort shuffle's per-partition
 # buffer demand (module docstring); both overridable per cluster.
-NETWORK_MEMORY = "256mb"
+NETWORK_MEMORY = "512mb"
 SORT_SHUFFLE_MIN_BUFFERS = 64
 MANAGED_FRACTION = 0.2
 # Beam's Fn API data plane (gRPC on Netty) in the TaskManager allocates direct
 # memory that Flink counts as task off-heap, 0 by default: without it a second
 # job on the same cluster failed with "OutOfMemoryError: Direct buffer memory".
 TASK_OFF_HEAP = "256m"
-# Process size that leaves the task heap ~500 MB after the network, managed
+# Process size that leaves the task heap ~600 MB after the network, managed
 # and off-heap memory above (1.5 GB left it ~100 MB).
-TASKMANAGER_MEMORY = "2048m"
+TASKMANAGER_MEMORY = "2560m"
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
