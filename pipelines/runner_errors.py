@@ -23,7 +23,7 @@ def explain(error: BaseException) -> str | None:
     return (
         f"Flink ran out of network memory (a task asked for {required} network buffers{got}). "
         "Give the TaskManagers more network memory with taskmanager.memory.network.min and "
-        "taskmanager.memory.network.max (e.g. 256mb), or lower the sort shuffle's demand per result "
+        "taskmanager.memory.network.max (e.g. 512mb), or lower the sort shuffle's demand per result "
         "partition with taskmanager.network.sort-shuffle.min-buffers (e.g. 64), in the Flink "
         "cluster's configuration. scripts/flink/session_cluster.py sets both; see docs/running.md."
     )
