@@ -15,7 +15,7 @@ from typing import Sequence
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
+from domain.evidence import SourceRef, earliest_evidence_unit_id, evidence_is_canonical, order_endpoints
 from domain.families.base import Adapted, EvaluationContext, FamilySpec
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.issues import Issue
@@ -26,6 +26,8 @@ class CandidateResult:
     passed: bool
     issues: tuple[Issue, ...]
     adapted: Adapted | None
+    # Cited ranges (as the response wrote them) that endpoint ordering swapped (SPEC §5 step 3).
+    endpoints_reordered: int = 0
 
 
 def parse_copy(raw_response: str) -> str:
@@ -60,7 +62,29 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
     for validator in spec.validators:
         issues.extend(validator(adapted, ctx))
     issues.extend(normalization_invariants(adapted, ctx))
-    return CandidateResult(not issues, tuple(issues), adapted)
+    return CandidateResult(not issues, tuple(issues), adapted, reordered_ranges(spec, response, ctx))
+
+
+def reordered_ranges(spec: FamilySpec, response: object, ctx: EvaluationContext) -> int:
+    """How many cited ranges of a parsed response endpoint ordering swaps.
+
+    Counted per range as written (a range given twice, once reversed, counts
+    once). Only the nine extraction families order endpoints; a reversed
+    resolvable range that reached their strict source-reference validator
+    would be rejected, so a passing attempt with a count above zero passes
+    *because of* the ordering (what the report calls a saved retry).
+    """
+    if spec.chunk_kind != "extraction":
+        return 0
+    transcript = ctx.transcript
+    index, source_id = transcript.index, transcript.source_id
+    swapped = 0
+    for item in getattr(response, spec.list_field):
+        for ev in getattr(item, "evidence", None) or ():
+            ref = SourceRef(source_id, ev.start_unit_id, ev.end_unit_id)
+            if order_endpoints(index, source_id, ref) is not ref:
+                swapped += 1
+    return swapped
 
 
 # Every invariant issue's validator key starts with this; the engine counts them per family.

@@ -28,6 +28,9 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     }
     # Normalization-invariant failures (SPEC §4.2): our bugs, for operators; never a producer retry.
     invariant_failures = {family: n(f"invariant_failures/{family}") for family in sorted(FAMILIES)}
+    # What endpoint ordering saved (SPEC §5 step 3), recorded so no reader has to re-evaluate.
+    saved_retries = {family: n(f"reordering_saved_retries/{family}") for family in sorted(FAMILIES)}
+    saved_deferrals = {family: n(f"reordering_saved_deferrals/{family}") for family in sorted(FAMILIES)}
     candidates_in, evaluations = n("candidates_in"), n("evaluations")
     candidate_dead, filtered = n("dead_letters/candidates"), n("filtered")
     transcripts_in, transcripts_ok, transcript_dead = n("transcripts_in"), n("transcripts_ok"), n("dead_letters/transcripts")
@@ -60,6 +63,10 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "dead_letters": candidate_dead + transcript_dead + n("dead_letters/prior_registries"),
         },
         "invariant_failures": {"by_family": invariant_failures, "total": sum(invariant_failures.values())},
+        "endpoint_ordering": {
+            "retries_saved": {"by_family": saved_retries, "total": sum(saved_retries.values())},
+            "deferrals_saved": {"by_family": saved_deferrals, "total": sum(saved_deferrals.values())},
+        },
         "conservation": {
             "candidates_in": candidates_in,
             "evaluations": evaluations,

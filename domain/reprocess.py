@@ -179,6 +179,7 @@ def process_source(
     for family_key, chunk_id in sorted(slots, key=lambda s: (ROLE_ORDER.index(FAMILIES[s[0]].role), s[0], s[1])):
         decider.decide(FAMILIES[family_key], chunk_id, slots[(family_key, chunk_id)])
     decider.check_artifact_ids()
+    decider.count_reordering_savings()
 
     return SourceResult(
         artifacts=tuple(decider.artifacts),
@@ -377,6 +378,8 @@ class _SlotDecider:
         self.artifact_rows: list[tuple[str, int]] = []
         self.retry_requests: list[dict] = []
         self.evaluations: list[dict] = []
+        # Per accepted slot: (family, whether an attempt passes without endpoint ordering).
+        self.accepted_survival: list[tuple[FamilySpec, bool]] = []
 
     def decide(self, spec: FamilySpec, chunk_id: str, attempts: list[Candidate]) -> None:
         attempts = sorted(attempts, key=lambda c: (c.attempt, c.candidate_id))
@@ -409,10 +412,13 @@ class _SlotDecider:
                 self.counts[count_key("outcome", spec.key, "superseded")] += 1
             else:
                 verdict = VERDICT_REJECTED
-            self._evaluation(cand, verdict, result.issues)
+            self._evaluation(cand, verdict, result.issues, result.endpoints_reordered)
 
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
+            # A passing attempt with no reordered range passes without endpoint ordering too.
+            survives = any(r.passed and not r.endpoints_reordered for _, r in results)
+            self.accepted_survival.append((spec, survives))
             self._accept(spec, chunk_id, *accepted)
             self.artifact_rows.append((spec.key, accepted_row))
             return
@@ -452,7 +458,26 @@ class _SlotDecider:
             self.evaluations[row]["issues"].append(issue.as_record())
             self.counts[count_key("invariant_failures", family)] += 1
 
-    def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue]) -> None:
+    def count_reordering_savings(self) -> None:
+        """What endpoint ordering saved in this source, for the manifest (SPEC §5 step 3).
+
+        An accepted slot none of whose passing attempts passes without ordering
+        (each cites a reversed range, which the strict validator would reject)
+        would have needed a producer retry. Knock-on effect, counted apart: an
+        occurrence or reconciliation slot that still passes, but whose kind
+        would have no surviving accepted chunk registry in the source, would
+        have been deferred.
+        """
+        surviving_kinds = {spec.registry_kind for spec, survives in self.accepted_survival
+                           if survives and spec.role == ROLE_REGISTRY}
+        for spec, survives in self.accepted_survival:
+            if not survives:
+                self.counts[count_key("reordering_saved_retries", spec.key)] += 1
+            elif ((spec.needs_registry or spec.role == ROLE_RECONCILIATION)
+                  and spec.registry_kind not in surviving_kinds):
+                self.counts[count_key("reordering_saved_deferrals", spec.key)] += 1
+
+    def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue], endpoints_reordered: int = 0) -> None:
         self.evaluations.append({
             "candidate_id": cand.candidate_id,
             "family": cand.family,
@@ -461,6 +486,7 @@ class _SlotDecider:
             "attempt": cand.attempt,
             "verdict": verdict,
             "issues": operator_issue_records(tuple(issues)),
+            "endpoints_reordered": endpoints_reordered,
         })
 
     def _accept(self, spec: FamilySpec, chunk_id: str, cand: Candidate, result: CandidateResult) -> None:

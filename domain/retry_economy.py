@@ -485,6 +485,23 @@ def canonicalization_savings(
                                    dict(sorted(would_defer.items())), unavailable)
 
 
+def recorded_savings(manifest: Mapping[str, Any]) -> CanonicalizationSavings:
+    """The same figures as :func:`canonicalization_savings`, as the job recorded them.
+
+    The job counts, per family, the accepted slots none of whose passing
+    attempts passes without endpoint ordering (each cited a reversed range the
+    strict validator would reject) and the knock-on deferrals, in the
+    manifest's ``endpoint_ordering`` block. Nothing is re-evaluated, so nothing
+    is unavailable. ``canonicalization_savings`` stays as the slow reference.
+    """
+    block = manifest.get("endpoint_ordering", {})
+    retries = block.get("retries_saved", {}).get("by_family", {})
+    deferrals = block.get("deferrals_saved", {}).get("by_family", {})
+    accepted = int(manifest.get("totals", {}).get("accepted", 0))
+    return CanonicalizationSavings(accepted, {f: int(n) for f, n in sorted(retries.items()) if n},
+                                   {f: int(n) for f, n in sorted(deferrals.items()) if n}, 0)
+
+
 def saved_by_truth(
     truth: Mapping[str, TruthRow], evaluations: Iterable[Mapping[str, Any]], vocabulary: DefectVocabulary
 ) -> Mapping[str, int]:

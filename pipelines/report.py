@@ -1,7 +1,6 @@
 """A self-contained HTML report of one run.
 
-    python -m pipelines.report --output DIR [--truth FILE] \\
-        [--transcripts GLOB] [--candidates GLOB] [--html FILE]
+    python -m pipelines.report --output DIR [--truth FILE] [--html FILE]
 
 Writes ``DIR/report.html`` (or ``--html``) and prints its path. Static HTML
 with inline CSS and SVG: no script, no network (a Content-Security-Policy
@@ -184,14 +183,13 @@ def defects_section(figures: RunFigures) -> str:
 
 
 CANONICALIZATION_METHOD = (
-    "Method: every candidate the job passed (accepted or superseded) was evaluated again with its family's "
-    "own adapter applied record by record, but with the evidence kept as the model wrote it: sorted and "
-    "de-duplicated, never swapped. Reversed ranges then reach the strict source-reference validator, which "
-    "rejects them. An accepted slot is saved when none of its passing attempts survives that; without "
-    "endpoint ordering it would have needed a producer retry. Registry membership is taken from the job's own "
-    "verdict. Occurrence slots whose kind would then have no accepted chunk registry in the source would be "
-    "deferred, not retried, and are counted apart. Scene descriptions never reorder endpoints and are never "
-    "saved.")
+    "Method: recorded by the job, nothing is re-evaluated. Each evaluation row says how many of the response's "
+    "cited ranges the job put in document order. A reversed range that reached the strict source-reference "
+    "validator would be rejected, so an accepted slot is saved when every attempt of it that passed cited at "
+    "least one reversed range: without endpoint ordering it would have needed a producer retry. Occurrence and "
+    "reconciliation slots that still pass, but whose kind would then have no accepted chunk registry in the "
+    "source, would be deferred, not retried, and are counted apart. Scene descriptions never reorder endpoints "
+    "and are never saved.")
 TRUTH_CROSS_CHECK = (
     "Ground-truth cross-check: accepted slots none of whose evaluated attempts is expected to pass once "
     "reversed-endpoint injections count as failures.")
@@ -211,9 +209,6 @@ def canonicalization_section(figures: RunFigures) -> str:
     body = '<div class="figures">' + "".join(cards) + "</div>"
     if saved.would_retry:
         body += bars(list(saved.would_retry.items()), "#2e7d32", "retries saved per family")
-    if saved.unavailable:
-        body += (f"<p>{saved.unavailable} accepted slots could not be re-evaluated "
-                 "(transcript or candidates missing).</p>")
     body += f'<p class="method">{e(CANONICALIZATION_METHOD)}</p>'
     if figures.economy is not None:
         body += f'<p class="method">{e(TRUTH_CROSS_CHECK)}</p>'
@@ -347,11 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.split("\n")[0])
     parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
     parser.add_argument("--truth", type=Path, help="ground-truth file of the simulated producer")
-    parser.add_argument("--transcripts", help="transcripts glob (default: the manifest's)")
-    parser.add_argument("--candidates", help="candidates glob (default: the manifest's)")
     parser.add_argument("--html", type=Path, help="where to write the report (default: OUTPUT/report.html)")
     args = parser.parse_args(argv)
-    figures = load_figures(args.output, args.truth, args.transcripts, args.candidates)
+    figures = load_figures(args.output, args.truth)
     for line in summary_lines(figures):
         print(line)
     path = write_report(figures, args.html or args.output / "report.html")

@@ -1,10 +1,8 @@
 """Retry economy of a run, from the simulated producer's ground truth.
 
-    python -m pipelines.retry_economy --truth FILE --output DIR \\
-        [--transcripts GLOB] [--candidates GLOB] [--json FILE]
+    python -m pipelines.retry_economy --truth FILE --output DIR [--json FILE]
 
-``--output`` is the job's output folder; the archive's globs default to the
-ones recorded in its manifest. Prints, and writes as JSON (default
+``--output`` is the job's output folder (any output format). Prints, and writes as JSON (default
 ``DIR/retry_economy.json``):
 
 - defect recall: of the injected blocking defects a validator can see in the
@@ -16,8 +14,9 @@ ones recorded in its manifest. Prints, and writes as JSON (default
 - requests per failing slot: must be 1 for every slot the truth says still
   fails (not deferred, budget left), and no request anywhere else;
 - retries saved by endpoint canonicalization: accepted slots that would fail
-  without it, by re-evaluating with endpoint ordering disabled, and the
-  ground truth's count of the same;
+  without it, as the job recorded them in the manifest (every passing attempt
+  of the slot cited a reversed range), and the ground truth's count of the
+  same;
 - how often the job's verdict agrees with the truth's expectation.
 
 Exits 1 when a must (no leaks, one request per failing slot) does not hold.
@@ -39,13 +38,13 @@ from domain.retry_economy import (
     DefectVocabulary,
     Leak,
     RetryEconomy,
-    canonicalization_savings,
+    recorded_savings,
     internal_tokens,
     leaks_in,
     retry_economy,
 )
+from pipelines.outputs import read_manifest, read_rows, read_truth
 from pipelines.verify import require_verified
-from pipelines.outputs import read_candidates, read_manifest, read_rows, read_transcripts, read_truth
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
 # The simulated producer's defect kinds, as the domain computations need them.
@@ -78,30 +77,21 @@ class RunFigures:
         return not self.leaks and (self.economy is None or self.economy.ok)
 
 
-def _savings(out: Path, manifest: Mapping[str, Any], evaluations: Sequence[Mapping[str, Any]],
-             transcripts: str | None, candidates: str | None) -> tuple[CanonicalizationSavings | None, str]:
-    options = manifest.get("options", {})
-    transcripts = transcripts or options.get("transcripts")
-    candidates = candidates or options.get("candidates")
-    if not transcripts or not candidates:
-        return None, "the archive's transcripts and candidates are not known (pass --transcripts and --candidates)"
-    passed = [row for row in evaluations if row["verdict"] in VERDICTS_PASSING]
-    sources = {row["source_id"] for row in passed}
-    archived = read_candidates(candidates, {row["candidate_id"] for row in passed})
-    if passed and not archived:
-        return None, f"no archived candidates found under {candidates}"
-    return canonicalization_savings(evaluations, read_transcripts(transcripts, sources), archived), ""
+def _savings(manifest: Mapping[str, Any]) -> tuple[CanonicalizationSavings | None, str]:
+    """What endpoint ordering saved, as the job recorded it in the manifest (nothing re-evaluated)."""
+    if "endpoint_ordering" not in manifest:
+        return None, "the run's manifest predates recorded endpoint-ordering figures; run the job again"
+    return recorded_savings(manifest), ""
 
 
-def load_figures(out: Path, truth: Path | None = None, transcripts: str | None = None,
-                 candidates: str | None = None) -> RunFigures:
+def load_figures(out: Path, truth: Path | None = None) -> RunFigures:
     out = Path(out)
     require_verified(out)  # never figures from a half-written, mixed or altered run
     manifest = read_manifest(out)
     evaluations = read_rows(out / "evaluations")
     requests = read_rows(out / "retry_requests")
     leaks = leaks_in(requests, internal_tokens(evaluations, requests))
-    savings, note = _savings(out, manifest, evaluations, transcripts, candidates)
+    savings, note = _savings(manifest)
     economy, kinds = None, {}
     if truth is not None:
         rows = read_truth(truth)
@@ -144,7 +134,7 @@ def summary_lines(figures: RunFigures) -> list[str]:
     if figures.savings is not None:
         saved = figures.savings
         text = (f"retries saved by endpoint canonicalization: {saved.retries_saved} of {saved.accepted_slots} "
-                f"accepted slots (re-evaluated without endpoint ordering)")
+                f"accepted slots (recorded by the job)")
         if economy is not None:
             text += f"; ground truth: {sum(economy.saved_by_truth.values())}"
         if saved.deferrals_saved:
@@ -169,7 +159,7 @@ def as_json(figures: RunFigures) -> dict[str, Any]:
     if figures.savings is not None:
         saved = figures.savings
         document["retries_saved_by_canonicalization"] = {
-            "method": "re-evaluation with endpoint ordering disabled",
+            "method": "recorded by the job: accepted slots whose every passing attempt cited a reversed range",
             "accepted_slots": saved.accepted_slots, "retries_saved": saved.retries_saved,
             "by_family": dict(saved.would_retry), "deferrals_saved": saved.deferrals_saved,
             "deferrals_by_family": dict(saved.would_defer), "unavailable_slots": saved.unavailable,
@@ -213,11 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--truth", required=True, type=Path, help="ground-truth file of the simulated producer")
     parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
-    parser.add_argument("--transcripts", help="transcripts glob (default: the manifest's)")
-    parser.add_argument("--candidates", help="candidates glob (default: the manifest's)")
     parser.add_argument("--json", type=Path, help="where to write the figures (default: OUTPUT/retry_economy.json)")
     args = parser.parse_args(argv)
-    figures = load_figures(args.output, args.truth, args.transcripts, args.candidates)
+    figures = load_figures(args.output, args.truth)
     for line in summary_lines(figures):
         print(line)
     target = args.json or args.output / "retry_economy.json"

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from domain.manifest import build_manifest
-from domain.retry_economy import canonicalization_savings, internal_tokens, leaks_in, retry_economy
+from domain.retry_economy import internal_tokens, leaks_in, recorded_savings, retry_economy
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
 from pipelines.verify import files_of
@@ -37,7 +37,7 @@ def figures_of(run, requests=None, truth=True, savings=True) -> RunFigures:
     return RunFigures(
         output_dir="out/hand", manifest=manifest, evaluations=run.evaluations, requests=requests,
         leaks=leaks_in(requests, internal_tokens(run.evaluations, requests)),
-        savings=canonicalization_savings(run.evaluations, run.transcripts, run.candidates) if savings else None,
+        savings=recorded_savings(manifest) if savings else None,
         savings_note="" if savings else "the archive is not at hand",
         truth_path="truth.jsonl" if truth else None, truth_kinds=kinds if truth else {}, economy=economy)
 
@@ -73,7 +73,7 @@ def test_report_shows_the_figures(run):
     assert "defect recall (3 of 3 named)" in html
     assert "leaks in retry guidance (must be 0)" in html
     assert "requests per failing slot, 2 slots (must be 1)" in html
-    assert "Method: every candidate the job passed" in html
+    assert "Method: recorded by the job, nothing is re-evaluated" in html
     # The example requests are the job's guidance, verbatim but escaped.
     enemy = next(r for r in run.requests if r["family"] == "enemy-events")
     assert report.e(enemy["correction_guidance"]) in html
