@@ -167,15 +167,84 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
     }
 
 
+# --- Arrow (Parquet) ---------------------------------------------------------------------------
+#
+# The Arrow schema of every output is derived from its Avro schema, so the
+# three contracts cannot drift. It is written as a small JSON description
+# (``*.arrow.json`` beside the ``.avsc``) that ``transforms.write`` turns into
+# a ``pyarrow.Schema``: a field is ``{"name", "type", "nullable"}`` and a type
+# is ``"string"``, ``"int64"``, ``"bool"``, ``{"list": field}`` or
+# ``{"struct": [fields]}``. Nested records stay structs and arrays stay lists.
+
+OUTPUT_AVRO_SCHEMAS = ("outputs/retry_request.v1.avsc", "outputs/evaluation.v1.avsc", "outputs/dead_letter.v1.avsc")
+_ARROW_PRIMITIVES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool", "double": "float64",
+                     "float": "float32", "bytes": "binary"}
+
+
+def arrow_schema_path(avro_path: str) -> str:
+    """``x.v1.avsc`` -> ``x.v1.arrow.json``."""
+    if not avro_path.endswith(".avsc"):
+        raise ValueError(f"not an Avro schema path: {avro_path}")
+    return avro_path[: -len(".avsc")] + ".arrow.json"
+
+
+def arrow_schema(avro_schema: dict) -> dict:
+    """The Arrow description of an Avro record schema (see the comment above)."""
+    named: dict[str, Any] = {}
+
+    def field(name: str, avro_type: Any) -> dict:
+        nullable = isinstance(avro_type, list) and "null" in avro_type
+        if isinstance(avro_type, list):
+            rest = [t for t in avro_type if t != "null"]
+            if len(rest) != 1:
+                raise ValueError(f"no Arrow mapping for the union {avro_type!r}")
+            avro_type = rest[0]
+        return {"name": name, "type": convert(avro_type), "nullable": nullable}
+
+    def convert(avro_type: Any) -> Any:
+        if isinstance(avro_type, str):
+            if avro_type in _ARROW_PRIMITIVES:
+                return _ARROW_PRIMITIVES[avro_type]
+            if avro_type in named:
+                return named[avro_type]
+            raise ValueError(f"no Arrow mapping for the Avro type {avro_type!r}")
+        kind = avro_type["type"]
+        if kind == "enum":
+            result: Any = "string"
+        elif kind == "array":
+            result = {"list": field("item", avro_type["items"])}
+        elif kind == "record":
+            result = {"struct": [field(f["name"], f["type"]) for f in avro_type["fields"]]}
+        else:
+            return convert(kind)
+        if "name" in avro_type:
+            named[avro_type["name"]] = result
+        return result
+
+    if avro_schema.get("type") != "record":
+        raise ValueError("an output schema is an Avro record")
+    return {"fields": [field(f["name"], f["type"]) for f in avro_schema["fields"]]}
+
+
+_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+
 def generated_schemas(family: str, list_field: str, record_schema: dict | None = None) -> dict[str, bytes]:
-    """{asset path: bytes} of the durable JSON Schema and Avro schema of ``family``."""
+    """{asset path: bytes} of the durable JSON Schema, Avro schema and Arrow schema of ``family``."""
     if record_schema is None:
         record_schema = durable_record_schema(load_json_asset(llm_schema_path(family)), list_field)
-    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    avro = durable_avro_schema(family, record_schema)
     return {
-        durable_schema_path(family): orjson.dumps(durable_json_schema(family, record_schema), option=opts),
-        durable_avro_schema_path(family): orjson.dumps(durable_avro_schema(family, record_schema), option=opts),
+        durable_schema_path(family): orjson.dumps(durable_json_schema(family, record_schema), option=_JSON_OPTS),
+        durable_avro_schema_path(family): orjson.dumps(avro, option=_JSON_OPTS),
+        arrow_schema_path(durable_avro_schema_path(family)): orjson.dumps(arrow_schema(avro), option=_JSON_OPTS),
     }
+
+
+def generated_output_schemas() -> dict[str, bytes]:
+    """{asset path: bytes} of the Arrow schemas of retry requests, evaluations and dead letters."""
+    return {arrow_schema_path(path): orjson.dumps(arrow_schema(load_json_asset(path)), option=_JSON_OPTS)
+            for path in OUTPUT_AVRO_SCHEMAS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
             (root / path).write_bytes(data)
             print(f"wrote assets/{path}")
+    for path, data in generated_output_schemas().items():
+        (root / path).write_bytes(data)
+        print(f"wrote assets/{path}")
     return 0
 
 

@@ -52,7 +52,7 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines "
                                     "or Avro); their names count for occurrence membership."),
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
-              choices=("avro", "jsonl")),
+              choices=("avro", "jsonl", "parquet")),
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
               type=int, minimum=1),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),

@@ -1,4 +1,4 @@
-"""Read a job's output folder back (Avro or JSON Lines), and the archive it read.
+"""Read a job's output folder back (Avro, JSON Lines or Parquet), and the archive it read.
 
 For the report, the retry-economy command and the tests. Plain file reading,
 no pipeline: an output folder is read whole, so this is for demo- and
@@ -26,15 +26,30 @@ OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
 
 # --- the job's outputs --------------------------------------------------------------------
 
-def read_rows(folder: Path) -> list[dict]:
-    rows: list[dict] = []
+def iter_rows(folder: Path) -> Iterator[dict]:
+    """Every row of one output folder, streamed file by file (bounded memory)."""
     for path in sorted(Path(folder).glob("part-*")):
         if path.suffix == ".avro":
             with open(path, "rb") as handle:
-                rows.extend(fastavro.reader(handle))
+                yield from fastavro.reader(handle)
+        elif path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(path) as parquet:
+                for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                    yield from batch.to_pylist()
         else:
-            rows.extend(orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip())
-    return rows
+            with open(path, "rb") as handle:
+                for line in handle:
+                    if line.strip():
+                        yield orjson.loads(line)
+
+
+PARQUET_BATCH_ROWS = 4096
+
+
+def read_rows(folder: Path) -> list[dict]:
+    return list(iter_rows(folder))
 
 
 def read_outputs(out: Path) -> dict[str, list[dict]]:

@@ -35,7 +35,8 @@ from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
-from transforms.write import WriteRows, WriteRowsByKey, join_path, write_json_document
+from domain.schemagen import arrow_schema_path
+from transforms.write import WriteRows, WriteRowsByKey, arrow_schema, join_path, write_json_document
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
 # attempt to download a Prism binary first (this job runs offline too).
@@ -46,6 +47,20 @@ OUTPUT_SCHEMAS = {
     "evaluations": "outputs/evaluation.v1.avsc",
     "dead_letters": "outputs/dead_letter.v1.avsc",
 }
+
+
+def writer_schema(fmt: str, avro_path: str):
+    """What the writer of ``fmt`` needs: the Avro schema, the Arrow schema derived from it, or nothing."""
+    if fmt == "avro":
+        return load_json_asset(avro_path)
+    if fmt == "parquet":
+        return arrow_schema(load_json_asset(arrow_schema_path(avro_path)))
+    return None
+
+
+def writer_kwargs(fmt: str, avro_path: str) -> dict:
+    schema = writer_schema(fmt, avro_path)
+    return {"arrow_schema": schema} if fmt == "parquet" else {"avro_schema": schema}
 
 
 def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
@@ -67,18 +82,17 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     processed = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
         functools.partial(process_source_groups, config), OUTPUT_TAGS)
 
-    avro = fmt == "avro"
     output = opts.output  # normalized by prepare_output_folder
-    artifact_schemas = {key: load_json_asset(durable_avro_schema_path(key)) if avro else None for key in FAMILIES}
+    artifact_schemas = {key: writer_schema(fmt, durable_avro_schema_path(key)) for key in FAMILIES}
     written = {
         f"artifacts/{key}": paths for key, paths in (processed["artifacts"] | "WriteArtifacts" >> WriteRowsByKey(
             join_path(output, "artifacts"), fmt, lambda row: row["family"], artifact_schemas)).items()}
     for tag in ("retry_requests", "evaluations"):
         written[tag] = processed[tag] | f"Write[{tag}]" >> WriteRows(
-            join_path(output, tag), fmt, load_json_asset(OUTPUT_SCHEMAS[tag]) if avro else None)
+            join_path(output, tag), fmt, **writer_kwargs(fmt, OUTPUT_SCHEMAS[tag]))
     dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
     written["dead_letters"] = dead_letters | "Write[dead_letters]" >> WriteRows(
-        join_path(output, "dead_letters"), fmt, load_json_asset(OUTPUT_SCHEMAS["dead_letters"]) if avro else None)
+        join_path(output, "dead_letters"), fmt, **writer_kwargs(fmt, OUTPUT_SCHEMAS["dead_letters"]))
 
     static_options = {
         "transcripts": opts.transcripts, "candidates": opts.candidates, "output": opts.output,

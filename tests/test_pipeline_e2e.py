@@ -24,7 +24,7 @@ def archive(tmp_path_factory):
     return write_archive(tmp_path_factory.mktemp("archive"))
 
 
-@pytest.fixture(scope="module", params=["avro", "jsonl"])
+@pytest.fixture(scope="module", params=["avro", "jsonl", "parquet"])
 def job(request, archive, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"out-{request.param}")
     manifest, outputs = run_job(archive, out, "--output-format", request.param)
@@ -106,9 +106,10 @@ def test_retry_requests_are_model_safe(job):
 def test_formats_agree(archive, tmp_path):
     _, a = run_job(archive, tmp_path / "a", "--output-format", "avro")
     _, j = run_job(archive, tmp_path / "j", "--output-format", "jsonl")
-    assert a.keys() == j.keys()
+    _, pq = run_job(archive, tmp_path / "p", "--output-format", "parquet")
+    assert a.keys() == j.keys() == pq.keys()
     for name in a:
-        assert canonical(a[name]) == canonical(j[name]), name
+        assert canonical(a[name]) == canonical(j[name]) == canonical(pq[name]), name
 
 
 def test_families_filter_counts_the_rest_as_filtered(archive, tmp_path):

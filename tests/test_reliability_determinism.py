@@ -153,14 +153,20 @@ def test_two_worker_processes_write_the_same_bytes(archive, reference, tmp_path)
     assert manifest_without_paths(out) == manifest_without_paths(reference)
 
 
-def test_avro_outputs_hold_the_same_rows(archive, reference, tmp_path):
-    out = tmp_path / "avro"
-    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out)]
+@pytest.mark.parametrize("fmt", ["avro", "parquet"])
+def test_avro_and_parquet_outputs_hold_the_same_rows(archive, reference, tmp_path, fmt):
+    out = tmp_path / fmt
+    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out),
+            "--output-format", fmt]
     assert reprocess.main(argv) == 0
-    avro, jsonl = read_outputs(out), read_outputs(reference)
-    assert avro.keys() == jsonl.keys()
-    for name in avro:
-        assert canonical(avro[name]) == canonical(jsonl[name]), name
+    typed, jsonl = read_outputs(out), read_outputs(reference)
+    assert typed.keys() == jsonl.keys()
+    for name in typed:
+        assert canonical(typed[name]) == canonical(jsonl[name]), name
+    typed_manifest, jsonl_manifest = (orjson.loads(manifest_without_paths(o)) for o in (out, reference))
+    assert typed_manifest["options"].pop("output_format") == fmt
+    assert jsonl_manifest["options"].pop("output_format") == "jsonl"
+    assert typed_manifest == jsonl_manifest  # counts and conservation do not depend on the format
 
 
 # --- input order and sharding ---------------------------------------------------------------

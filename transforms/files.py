@@ -41,10 +41,17 @@ def _avro_rows(path: str) -> int:
         return sum(block.num_records for block in fastavro.block_reader(handle))
 
 
+def _parquet_rows(path: str) -> int:
+    import pyarrow.parquet as pq  # only for Parquet runs
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows  # the footer's count: no row is read
+
+
 # Row counters by file format; a new writer format adds its counter here.
-ROW_COUNTERS: dict[str, Callable[[str], int]] = {"jsonl": _jsonl_rows, "avro": _avro_rows}
+ROW_COUNTERS: dict[str, Callable[[str], int]] = {"jsonl": _jsonl_rows, "avro": _avro_rows, "parquet": _parquet_rows}
 # File name suffix -> format.
-SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro"}
+SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro", ".parquet": "parquet"}
 
 
 def format_of(path: str) -> str:

@@ -1,10 +1,11 @@
-"""Write blocks of rows as sharded ``part-*`` files (Avro or JSON Lines) and one JSON document.
+"""Write blocks of rows as sharded ``part-*`` files (Avro, JSON Lines or Parquet) and one JSON document.
 
 Every element written is a *block*: a non-empty sequence of rows (one key's
 rows of one output, see ``transforms.process``). A JSON Lines block becomes
-one pre-joined run of lines - still valid JSON Lines - and an Avro block is
-written record by record into the shard, so Beam's per-element cost is paid
-once per block, not once per row.
+one pre-joined run of lines - still valid JSON Lines - an Avro block is
+written record by record into the shard, and a Parquet block becomes one
+Arrow table for Beam's Parquet sink (``WriteToParquetBatched``), so Beam's
+per-element cost is paid once per block, not once per row.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import Callable
 import apache_beam as beam
 import fastavro
 import orjson
+import pyarrow as pa
 from apache_beam import coders
 from apache_beam.io import filebasedsink
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-FORMATS = ("avro", "jsonl")
+FORMATS = ("avro", "jsonl", "parquet")
+PARQUET_CODEC = "snappy"  # what DuckDB, Polars and pandas read without options
 
 
 def join_path(directory: str, *parts: str) -> str:
@@ -32,6 +35,34 @@ def join_path(directory: str, *parts: str) -> str:
 def jsonl_block(rows) -> bytes:
     """A block of rows as JSON Lines without the last line break (the text sink adds it)."""
     return b"\n".join([orjson.dumps(row) for row in rows])
+
+
+_ARROW_PRIMITIVES = {"string": pa.string, "int64": pa.int64, "int32": pa.int32, "bool": pa.bool_,
+                     "float64": pa.float64, "float32": pa.float32, "binary": pa.binary}
+
+
+def _arrow_type(description):
+    if isinstance(description, str):
+        return _ARROW_PRIMITIVES[description]()
+    if "list" in description:
+        return pa.list_(_arrow_field(description["list"]))
+    if "struct" in description:
+        return pa.struct([_arrow_field(f) for f in description["struct"]])
+    raise ValueError(f"unknown Arrow type description {description!r}")
+
+
+def _arrow_field(description: dict) -> pa.Field:
+    return pa.field(description["name"], _arrow_type(description["type"]), nullable=bool(description["nullable"]))
+
+
+def arrow_schema(description: dict) -> pa.Schema:
+    """A ``pyarrow.Schema`` from its JSON description (``domain.schemagen.arrow_schema``)."""
+    return pa.schema([_arrow_field(f) for f in description["fields"]])
+
+
+def arrow_block(rows, schema: pa.Schema) -> pa.Table:
+    """A block of rows as one Arrow table; a row that does not fit the schema fails loudly."""
+    return pa.Table.from_pylist(list(rows), schema=schema)
 
 
 class _AvroBlockSink(filebasedsink.FileBasedSink):
@@ -61,7 +92,7 @@ class _AvroBlockSink(filebasedsink.FileBasedSink):
 
 @dataclass
 class WriteRows(beam.PTransform):
-    """Row blocks -> ``<directory>/part-SSSSS-of-NNNNN.<avro|jsonl>``; an empty input still writes a shard.
+    """Row blocks -> ``<directory>/part-SSSSS-of-NNNNN.<avro|jsonl|parquet>``; an empty input still writes a shard.
 
     Returns Beam's writer result: the final path of every file, emitted only after the write
     is finalized (temporary files renamed). A step that must follow the files waits on it."""
@@ -69,6 +100,7 @@ class WriteRows(beam.PTransform):
     directory: str
     output_format: str
     avro_schema: dict | None = None
+    arrow_schema: pa.Schema | None = None  # Parquet only
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -85,6 +117,16 @@ class WriteRows(beam.PTransform):
         if self.output_format == "avro":
             return blocks | "WriteAvro" >> beam.io.iobase.Write(
                 _AvroBlockSink(prefix, fastavro.parse_schema(self.avro_schema)))
+        if self.output_format == "parquet":
+            schema = self.arrow_schema
+            if schema is None:
+                raise ValueError("the Parquet format needs an Arrow schema")
+            return (
+                blocks
+                | "ToArrow" >> beam.FlatMap(lambda rows: [arrow_block(rows, schema)] if rows else [])
+                | "WriteParquet" >> beam.io.WriteToParquetBatched(
+                    prefix, schema, codec=PARQUET_CODEC, file_name_suffix=".parquet")
+            )
         raise ValueError(f"unknown output format {self.output_format!r}; expected one of {FORMATS}")
 
 
@@ -114,7 +156,7 @@ class WriteRowsByKey(beam.PTransform):
     directory: str
     output_format: str
     key_of: Callable[[dict], str]
-    schemas_by_key: dict  # key -> Avro schema (or None for JSON Lines)
+    schemas_by_key: dict  # key -> Avro schema (avro), pyarrow.Schema (parquet) or None (jsonl)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -122,8 +164,9 @@ class WriteRowsByKey(beam.PTransform):
     def expand(self, blocks):
         keys = sorted(self.schemas_by_key)
         parts = blocks | "Route" >> beam.ParDo(_SplitByKey(self.key_of, frozenset(keys))).with_outputs(*keys)
+        by_format = "arrow_schema" if self.output_format == "parquet" else "avro_schema"
         return {key: parts[key] | f"Write[{key}]" >> WriteRows(join_path(self.directory, key), self.output_format,
-                                                               self.schemas_by_key[key])
+                                                               **{by_format: self.schemas_by_key[key]})
                 for key in keys}
 
 
