@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from domain.run_summary import RunSummary
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
@@ -29,7 +29,6 @@ SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("deferred", "#757575", "waits for an accepted registry"),
 )
 CANDIDATE_COUNTS = ("superseded", "stale")
-EXAMPLE_COUNT = 3
 TOP_CATEGORIES = 12
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -161,14 +160,8 @@ def top(counts: Mapping[str, int], limit: int = TOP_CATEGORIES) -> list[tuple[st
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
 
-def reason_code_counts(evaluations: Iterable[Mapping[str, Any]]) -> Counter[str]:
-    """Issues by reason code over every evaluation (the bound's 'and N more' row excluded)."""
-    return Counter(issue["reason_code"] for row in evaluations for issue in row.get("issues", ())
-                   if issue.get("validator") != "bound")
-
-
 def defects_section(figures: RunFigures) -> str:
-    codes = top(reason_code_counts(figures.evaluations))
+    codes = top(figures.summary.reason_codes)
     body = ("<h3>From the evaluations (issues by reason code)</h3>"
             + (bars(codes, "#1565c0", "issues by reason code") if codes else "<p>No issues.</p>"))
     if figures.truth_path is not None:
@@ -283,23 +276,12 @@ def leaks_list(figures: RunFigures) -> str:
                                           for leak in figures.leaks) + "</ul>"
 
 
-def example_requests(requests: Sequence[Mapping[str, Any]], count: int = EXAMPLE_COUNT) -> list[Mapping[str, Any]]:
-    """A few informative requests: most correction lines first, one per family."""
-    ranked = sorted(requests, key=lambda r: (-r["correction_guidance"].count("\n- "), r["family"], r["request_id"]))
-    chosen: list[Mapping[str, Any]] = []
-    for request in ranked:
-        if all(request["family"] != c["family"] for c in chosen):
-            chosen.append(request)
-        if len(chosen) == count:
-            break
-    return chosen
-
-
-def examples_section(requests: Sequence[Mapping[str, Any]]) -> str:
-    examples = example_requests(requests)
+def examples_section(summary: RunSummary) -> str:
+    """A few informative requests (``domain.run_summary``: most correction lines first, one per family)."""
+    examples = summary.examples
     if not examples:
         return section("examples", "Example retry requests", "<p>This run sent no retry requests.</p>")
-    body = (f"<p>{len(requests)} retry requests in all. Below, the <code>correction_guidance</code> of a few, "
+    body = (f"<p>{summary.requests} retry requests in all. Below, the <code>correction_guidance</code> of a few, "
             "exactly as the model reads it.</p>")
     body += "".join(f'<figure><figcaption>{e(r["family"])}, for attempt {e(r["attempt"])}</figcaption>'
                     f'<pre>{e(r["correction_guidance"])}</pre></figure>' for r in examples)
@@ -326,7 +308,7 @@ def render_report(figures: RunFigures) -> str:
         defects_section(figures),
         canonicalization_section(figures),
         economy_section(figures),
-        examples_section(figures.requests),
+        examples_section(figures.summary),
         "</main></body></html>",
     ]
     return "\n".join(parts) + "\n"

@@ -39,11 +39,10 @@ from domain.retry_economy import (
     Leak,
     RetryEconomy,
     recorded_savings,
-    internal_tokens,
-    leaks_in,
     retry_economy,
 )
-from pipelines.outputs import read_manifest, read_rows, read_truth
+from domain.run_summary import RunSummary, summarize_run
+from pipelines.outputs import iter_rows, read_manifest, read_rows, read_truth
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -63,14 +62,16 @@ class RunFigures:
 
     output_dir: str
     manifest: Mapping[str, Any]
-    evaluations: Sequence[Mapping[str, Any]]
-    requests: Sequence[Mapping[str, Any]]
-    leaks: tuple[Leak, ...]
+    summary: RunSummary  # streaming aggregates over the evaluations and retry requests
     savings: CanonicalizationSavings | None
     savings_note: str  # why savings are missing, or ""
     truth_path: str | None
     truth_kinds: Mapping[str, int]  # injected defect kind -> count (empty without truth)
     economy: RetryEconomy | None
+
+    @property
+    def leaks(self) -> tuple[Leak, ...]:
+        return self.summary.leaks
 
     @property
     def ok(self) -> bool:
@@ -85,20 +86,27 @@ def _savings(manifest: Mapping[str, Any]) -> tuple[CanonicalizationSavings | Non
 
 
 def load_figures(out: Path, truth: Path | None = None) -> RunFigures:
+    """The figures of one run (any output format).
+
+    Without ``truth`` the rows are streamed (see ``domain.run_summary``):
+    memory does not grow with the run. The ground-truth comparison needs
+    every evaluation and request at once, so with ``truth`` they are loaded.
+    """
     out = Path(out)
     require_verified(out)  # never figures from a half-written, mixed or altered run
     manifest = read_manifest(out)
-    evaluations = read_rows(out / "evaluations")
-    requests = read_rows(out / "retry_requests")
-    leaks = leaks_in(requests, internal_tokens(evaluations, requests))
     savings, note = _savings(manifest)
     economy, kinds = None, {}
-    if truth is not None:
+    if truth is None:
+        summary = summarize_run(lambda: iter_rows(out / "evaluations"), lambda: iter_rows(out / "retry_requests"))
+    else:
+        evaluations, requests = read_rows(out / "evaluations"), read_rows(out / "retry_requests")
+        summary = summarize_run(lambda: evaluations, lambda: requests)
         rows = read_truth(truth)
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
         economy = retry_economy(rows, evaluations, requests, max_attempts, SIMULATED_VOCABULARY)
-    return RunFigures(str(out), manifest, evaluations, requests, leaks, savings, note,
+    return RunFigures(str(out), manifest, summary, savings, note,
                       str(truth) if truth is not None else None, kinds, economy)
 
 

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from domain.manifest import build_manifest
-from domain.retry_economy import internal_tokens, leaks_in, recorded_savings, retry_economy
+from domain.retry_economy import recorded_savings, retry_economy
+from domain.run_summary import summarize_run
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
 from pipelines.verify import files_of
@@ -35,8 +36,7 @@ def figures_of(run, requests=None, truth=True, savings=True) -> RunFigures:
         for d in row.defects:
             kinds[d.kind] = kinds.get(d.kind, 0) + 1
     return RunFigures(
-        output_dir="out/hand", manifest=manifest, evaluations=run.evaluations, requests=requests,
-        leaks=leaks_in(requests, internal_tokens(run.evaluations, requests)),
+        output_dir="out/hand", manifest=manifest, summary=summarize_run(lambda: run.evaluations, lambda: requests),
         savings=recorded_savings(manifest) if savings else None,
         savings_note="" if savings else "the archive is not at hand",
         truth_path="truth.jsonl" if truth else None, truth_kinds=kinds if truth else {}, economy=economy)
@@ -94,7 +94,7 @@ def test_examples_prefer_long_requests_one_per_family(run):
     base = run.requests[0]
     requests = [dict(base, request_id=f"r-{n}", family=f, correction_guidance="x" + "\n- y" * n)
                 for n, f in enumerate(["a", "a", "b", "c", "d"])]
-    chosen = report.example_requests(requests)
+    chosen = summarize_run(lambda: (), lambda: requests).examples
     assert [r["family"] for r in chosen] == ["d", "c", "b"]
 
 
