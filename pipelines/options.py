@@ -58,6 +58,8 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
     JobOption("--max-record-bytes", "Records larger than this become dead letters (default 8 MiB).",
               default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
+    JobOption("--progress-seconds", "Log progress on stderr at most this often, in seconds (default 5; 0: never).",
+              default=5.0, type=float, minimum=0),
     JobOption("--overwrite", "Replace the output folder's earlier contents (removed before this run writes).",
               default=False, switch=True),
 )

@@ -32,6 +32,7 @@ from pipelines import runner_errors
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, wants_help)
 from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
@@ -79,8 +80,9 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         inputs[INPUT_PRIOR_REGISTRIES] = pipeline | "ReadPriorRegistries" >> ReadKeyedRecords(
             opts.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", opts.max_record_bytes)
 
+    progress = ProgressSpec("sources", (INPUT_CANDIDATES,), opts.progress_seconds)
     processed = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
-        functools.partial(process_source_groups, config), OUTPUT_TAGS)
+        functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
 
     output = opts.output  # normalized by prepare_output_folder
     artifact_schemas = {key: writer_schema(fmt, durable_avro_schema_path(key)) for key in FAMILIES}
@@ -168,6 +170,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
+    ensure_handler()  # progress lines (stderr) from in-process workers
     try:
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, opts, runner_name)

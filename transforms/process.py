@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from transforms.progress import ProgressSpec, sizes_of
 from transforms.read import decode_block
 
 COUNTS = "counts"
@@ -46,10 +47,21 @@ def collector_paused():
 
 
 class _ApplyPerKey(beam.DoFn):
-    def __init__(self, fn: PerKeyFn, decode: DecodeFn, output_tags: tuple[str, ...]) -> None:
+    def __init__(self, fn: PerKeyFn, decode: DecodeFn, output_tags: tuple[str, ...],
+                 progress: ProgressSpec | None = None) -> None:
         self.fn = fn
         self.decode = decode
         self.output_tags = frozenset(output_tags)
+        self.progress = progress
+        self.tracker = None
+
+    def setup(self):
+        if self.progress is not None:
+            self.tracker = self.progress.tracker()
+
+    def teardown(self):
+        if self.tracker is not None:
+            self.tracker.finish()
 
     def process(self, element):
         key, grouped = element
@@ -57,6 +69,8 @@ class _ApplyPerKey(beam.DoFn):
         records = {name: [record for block in blocks for record in decode(block)] for name, blocks in grouped.items()}
         with collector_paused():
             outputs, counts = self.fn(key, records)
+        if self.tracker is not None:
+            self.tracker.add(sizes_of(records))
         for tag, rows in outputs.items():
             if tag not in self.output_tags:  # Beam would drop an undeclared tag's rows without a word
                 raise ValueError(f"{key!r}: output {tag!r} is not one of {sorted(self.output_tags)}")
@@ -72,12 +86,14 @@ class JoinAndApply(beam.PTransform):
     """``{input name: PCollection[(key, block)]}`` -> CoGroupByKey -> ``fn`` once per key.
 
     Returns tagged outputs ``output_tags`` (each element one key's non-empty
-    block of rows) plus ``counts`` (one dict per key).
+    block of rows) plus ``counts`` (one dict per key). With ``progress``, each
+    worker logs how far it got on stderr (``transforms.progress``).
     """
 
     fn: PerKeyFn
     output_tags: tuple[str, ...]
     decode: DecodeFn = decode_block
+    progress: ProgressSpec | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -86,7 +102,7 @@ class JoinAndApply(beam.PTransform):
         return (
             keyed_inputs
             | "Join" >> beam.CoGroupByKey()
-            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.output_tags)).with_outputs(COUNTS, *self.output_tags)
+            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.output_tags, self.progress)).with_outputs(COUNTS, *self.output_tags)
         )
 
 
