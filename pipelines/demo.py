@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the report.")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl"))
+    parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl", "parquet"))
     parser.add_argument("--transcripts", type=Path, default=None,
                         help="transcript records to simulate from (default: the bundled CRD3 sample)")
     parser.add_argument("--candidates", type=int, default=None,
