@@ -13,7 +13,10 @@
    each is reported as median (min-max) over ``--runs``.
 2. Scaling: the same at several sizes at the same density (sources grow with
    candidates); per-candidate time, peak RSS, and a linear fit.
-3. Micro-benchmarks of the hot path (``bench.micro``), in this process.
+3. The report against the job that wrote its folder: for each size in
+   ``--report-sizes`` and each output format, the job in-process writes a
+   folder, then ``python -m pipelines.report`` reads it; both measured.
+4. Micro-benchmarks of the hot path (``bench.micro``), in this process.
 
 Writes ``<results>/results-<time>.json`` and ``<results>/latest.md`` and prints the tables.
 """
@@ -52,6 +55,8 @@ CONFIGS = {
     "loop": Config("loop", "domain loop (process_source per source, 1 process)", False),
     "loop-gc": Config("loop-gc", "domain loop, garbage collector not paused", False, ("--gc", "auto")),
     "direct": Config("direct", "job, DirectRunner in-process (FnApiRunner)", True),
+    "direct-quiet": Config("direct-quiet", "job in-process, progress logging off (`--progress-seconds 0`)", True,
+                           ("--progress-seconds", "0")),
     "direct-mp2": Config("direct-mp2", "job, 2 workers (multi_processing)", True,
                          ("--direct_num_workers=2", "--direct_running_mode=multi_processing")),
     "direct-mp1": Config("direct-mp1", "job, 1 worker (multi_processing)", True,
@@ -89,6 +94,51 @@ def run_once(config: Config, archive: Archive, fmt: str, scratch: Path) -> dict:
         row.update(evaluations=detail["evaluations"], loop=detail)
     shutil.rmtree(output, ignore_errors=True)
     return row
+
+
+REPORT_RSS_LIMIT_MB = 500  # the report's memory target at 1M candidates
+
+
+def report_vs_job(sizes: list[int], formats: list[str], runs: int, base: ArchiveSpec, cache: Path, scratch: Path,
+                  log) -> list[dict]:
+    """Job then report on the same folder, per size and format, rounds interleaved over the formats."""
+    points = []
+    for size in sizes:
+        archive = ensure_archive(ArchiveSpec.at_density(size, min_units=base.min_units, max_units=base.max_units,
+                                                        seed=base.seed, shards=base.shards), cache, log)
+        rows: dict[str, list[dict]] = {fmt: [] for fmt in formats}
+        for _ in range(runs if size < LARGE else 1):
+            for fmt in formats:
+                output = scratch / f"report-{size}-{fmt}"
+                shutil.rmtree(output, ignore_errors=True)
+                job = measure(command(CONFIGS["direct"], archive, output, fmt), cwd=str(REPO))
+                if job.returncode != 0:
+                    raise SystemExit(f"job ({fmt}, {size}) failed:\n{job.stderr[-3000:]}")
+                rep_ = measure([PY, "-m", "pipelines.report", "--output", str(output)], cwd=str(REPO))
+                if rep_.returncode != 0:
+                    raise SystemExit(f"report ({fmt}, {size}) failed:\n{rep_.stderr[-3000:]}")
+                rows[fmt].append({"job_wall_s": job.wall_s, "job_rss_mb": job.tree_peak_rss_mb,
+                                  "report_wall_s": rep_.wall_s, "report_rss_mb": rep_.tree_peak_rss_mb,
+                                  "report_max_rss_mb": rep_.max_process_rss_mb, "load1": os.getloadavg()[0]})
+                log(f"  report {size:>9,} {fmt:<7} job {job.wall_s:7.2f}s {job.tree_peak_rss_mb:6,.0f} MB | report "
+                    f"{rep_.wall_s:7.2f}s {rep_.max_process_rss_mb:5,.0f} MB  load {os.getloadavg()[0]:.2f}")
+                shutil.rmtree(output, ignore_errors=True)
+        for fmt, measured in rows.items():
+            point = {"size": size, "candidates": archive.candidates_in, "format": fmt, "runs": len(measured)}
+            for metric in ("job_wall_s", "job_rss_mb", "report_wall_s", "report_rss_mb", "report_max_rss_mb", "load1"):
+                point[metric] = summary([m[metric] for m in measured])
+            points.append(point)
+    return points
+
+
+def report_table(points: list[dict]) -> str:
+    rows = [[f"{p['candidates']:,}", p["format"], p["runs"], spread(p["job_wall_s"], "{:.2f}"),
+             spread(p["job_rss_mb"]), spread(p["report_wall_s"], "{:.2f}"), spread(p["report_max_rss_mb"]),
+             f"{p['report_wall_s']['median'] / p['job_wall_s']['median']:.2f}",
+             spread(p["load1"], "{:.1f}")] for p in points]
+    return markdown_table(
+        ["candidates", "output", "runs", "job wall s", "job peak RSS (tree), MB", "report wall s",
+         "report peak RSS, MB", "report / job", "1-min load"], rows, "rlrrrrrrr")
 
 
 def import_floor(runs: int) -> dict:
@@ -245,13 +295,16 @@ def parse_args(argv):
     p.add_argument("--shards", type=int, default=4, help="files per input (transcripts-*, candidates-*)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--runs", type=int, default=3, help="rounds of the side-by-side comparison")
-    p.add_argument("--configs", default="loop,direct,direct-mp2,direct-mp1",
+    p.add_argument("--configs", default="loop,direct,direct-quiet,direct-mp2,direct-mp1",
                    help=f"of {', '.join(CONFIGS)}")
     p.add_argument("--formats", default="jsonl,avro")
     p.add_argument("--scaling", default="10000,100000",
                    help="candidate counts for the scaling run ('' to skip); add 1000000 for the 1M point")
     p.add_argument("--scaling-configs", default="loop,direct,direct-mp2")
     p.add_argument("--scaling-runs", type=int, default=3, help=f"runs per scaling point (points of {LARGE:,} or more run once)")
+    p.add_argument("--report-sizes", default="100000",
+                   help="candidate counts for the report-vs-job run ('' to skip); add 1000000 for the 1M point")
+    p.add_argument("--report-formats", default="jsonl,avro,parquet")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--flink-sizes", default="100000",
                    help="candidate counts for the Flink section (bench.flink; '' to skip); add 1000000 for 1M")
@@ -286,6 +339,18 @@ def targets(report: dict) -> str:
             drift = slopes[-1] / slopes[0] - 1
             rows.append([f"{CONFIGS[key].label}: cost linear, {last['candidates']:,} vs {first['candidates']:,}",
                          f"per candidate {raw:+.0%}; marginal {drift:+.0%}", abs(drift) <= 0.2])
+    for p in report.get("report_vs_job", []):
+        ratio = p["report_wall_s"]["median"] / p["job_wall_s"]["median"]
+        rows.append([f"report faster than the job ({p['format']}, {p['candidates']:,})", f"{ratio:.2f}x the job's wall time",
+                     ratio < 1])
+        if p["size"] >= 1_000_000:
+            rss = p["report_max_rss_mb"]["max"]
+            rows.append([f"report peak RSS < {REPORT_RSS_LIMIT_MB} MB ({p['format']}, {p['candidates']:,})",
+                         f"{rss:,.0f} MB", rss < REPORT_RSS_LIMIT_MB])
+    if "direct-quiet" in rate and "direct" in rate:
+        r = rate["direct"] / rate["direct-quiet"]
+        rows.append(["progress logging costs nothing measurable (in-process, progress on / off)", f"{r:.3f}x",
+                     r >= 0.97])
     loop_pts = [p for p in report.get("scaling", {}).get("points", []) if p["config"] == "loop"]
     if loop_pts:
         extra = ", ".join(f"{p['step_peak_extra_mb']['median']:.0f} MB at {p['candidates']:,}" for p in loop_pts)
@@ -368,6 +433,13 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(side_by_side_section(args, base, configs, formats, scratch, report, log))
     if sizes:
         sections.append(scaling_section(args, base, sizes, scratch, report, log))
+    report_sizes = [int(s) for s in args.report_sizes.split(",") if s.strip()]
+    if report_sizes:
+        log(f"report vs job over {report_sizes}")
+        points = report_vs_job(report_sizes, [f for f in args.report_formats.split(",") if f], args.runs, base,
+                               args.cache, scratch, log)
+        report["report_vs_job"] = points
+        sections.append("## The report against the job (in-process) that wrote its folder\n\n" + report_table(points))
     if not args.no_micro:
         sections.append(micro_section(args, base, report, log))
     flink_sizes = [int(s) for s in args.flink_sizes.split(",") if s.strip()]
