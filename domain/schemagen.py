@@ -20,6 +20,8 @@ import orjson
 
 from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
 
+_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
 DURABLE_EVIDENCE = {
     "type": "object",
     "additionalProperties": False,
@@ -167,6 +169,67 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
     }
 
 
+# --- the evaluation rows (evaluations/, SPEC §6) -------------------------------------------------
+
+EVALUATION_SCHEMA_JSON = "outputs/evaluation.v1.json"
+EVALUATION_SCHEMA_AVRO = "outputs/evaluation.v1.avsc"
+VERDICTS = ("accepted", "superseded", "rejected", "deferred")
+ENDPOINTS_REORDERED_DOC = ("Cited ranges of this response whose endpoints the job put in document order "
+                           "(SPEC §5 step 3); a passing attempt with a count above zero passes because of it.")
+
+
+def evaluation_json_schema() -> dict:
+    issue_fields = ("validator", "reason_code", "location", "message")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Evaluation (v1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["candidate_id", "family", "source_id", "chunk_id", "attempt", "verdict", "issues",
+                     "endpoints_reordered"],
+        "properties": {
+            "candidate_id": {"type": "string"},
+            "family": {"type": "string"},
+            "source_id": {"type": "string"},
+            "chunk_id": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "verdict": {"enum": list(VERDICTS)},
+            "issues": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": list(issue_fields),
+                "properties": {name: {"type": "string"} for name in issue_fields}}},
+            "endpoints_reordered": {"type": "integer", "minimum": 0, "description": ENDPOINTS_REORDERED_DOC},
+        },
+    }
+
+
+def evaluation_avro_schema() -> dict:
+    return {
+        "type": "record",
+        "name": "EvaluationV1",
+        "namespace": "notarius.outputs",
+        "doc": "One row per evaluated input candidate, for operators (SPEC §6).",
+        "fields": [
+            {"name": "candidate_id", "type": "string"},
+            {"name": "family", "type": "string"},
+            {"name": "source_id", "type": "string"},
+            {"name": "chunk_id", "type": "string"},
+            {"name": "attempt", "type": "long"},
+            {"name": "verdict", "type": {"type": "enum", "name": "Verdict", "symbols": list(VERDICTS)}},
+            {"name": "issues", "type": {"type": "array", "items": {
+                "type": "record", "name": "EvaluationIssue",
+                "fields": [{"name": name, "type": "string"}
+                           for name in ("validator", "reason_code", "location", "message")]}}},
+            {"name": "endpoints_reordered", "type": "long", "doc": ENDPOINTS_REORDERED_DOC},
+        ],
+    }
+
+
+def generated_evaluation_schemas() -> dict[str, bytes]:
+    """{asset path: bytes} of the evaluation row schemas (JSON Schema and Avro)."""
+    return {EVALUATION_SCHEMA_JSON: orjson.dumps(evaluation_json_schema(), option=_JSON_OPTS),
+            EVALUATION_SCHEMA_AVRO: orjson.dumps(evaluation_avro_schema(), option=_JSON_OPTS)}
+
+
 # --- Arrow (Parquet) ---------------------------------------------------------------------------
 #
 # The Arrow schema of every output is derived from its Avro schema, so the
@@ -226,9 +289,6 @@ def arrow_schema(avro_schema: dict) -> dict:
     return {"fields": [field(f["name"], f["type"]) for f in avro_schema["fields"]]}
 
 
-_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
-
-
 def generated_schemas(family: str, list_field: str, record_schema: dict | None = None) -> dict[str, bytes]:
     """{asset path: bytes} of the durable JSON Schema, Avro schema and Arrow schema of ``family``."""
     if record_schema is None:
@@ -242,7 +302,8 @@ def generated_schemas(family: str, list_field: str, record_schema: dict | None =
 
 
 def generated_output_schemas() -> dict[str, bytes]:
-    """{asset path: bytes} of the Arrow schemas of retry requests, evaluations and dead letters."""
+    """{asset path: bytes} of the Arrow schemas of retry requests, evaluations and dead letters
+    (from their Avro schemas as they are on disk: generate the Avro ones first)."""
     return {arrow_schema_path(path): orjson.dumps(arrow_schema(load_json_asset(path)), option=_JSON_OPTS)
             for path in OUTPUT_AVRO_SCHEMAS}
 
@@ -255,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
             (root / path).write_bytes(data)
             print(f"wrote assets/{path}")
-    for path, data in generated_output_schemas().items():
+    for path, data in {**generated_evaluation_schemas(), **generated_output_schemas()}.items():
         (root / path).write_bytes(data)
         print(f"wrote assets/{path}")
     return 0

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 from domain.assets import durable_avro_schema_path, load_json_asset, read_asset
 from domain.families import FAMILIES
-from domain.schemagen import OUTPUT_AVRO_SCHEMAS, arrow_schema, arrow_schema_path, generated_output_schemas
+from domain.schemagen import (
+    OUTPUT_AVRO_SCHEMAS,
+    arrow_schema,
+    arrow_schema_path,
+    generated_evaluation_schemas,
+    generated_output_schemas,
+)
 from fixture_archive import run_job, write_archive
 from transforms.write import WriteRows, arrow_block
 from transforms.write import arrow_schema as to_pyarrow
@@ -24,8 +30,8 @@ from transforms.write import arrow_schema as to_pyarrow
 ARTIFACT_ARROW = to_pyarrow(load_json_asset(arrow_schema_path(durable_avro_schema_path("spells"))))
 
 
-def test_output_arrow_schemas_are_current():
-    for path, data in generated_output_schemas().items():
+def test_generated_output_schemas_are_current():
+    for path, data in {**generated_evaluation_schemas(), **generated_output_schemas()}.items():
         assert read_asset(path) == data, f"assets/{path} is stale: run python -m domain.schemagen"
 
 
