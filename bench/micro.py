@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from bench.archive import Archive
 from bench.stats import markdown_table, summary
 from domain.assets import llm_schema_path, load_json_asset
-from domain.evaluate import evaluate_response, parse_copy
+from domain.evaluate import evaluate_response, parse_copy, reordered_ranges
 from domain.evidence import SourceRef, order_endpoints, span_within_chunk
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, RegistryView
@@ -97,13 +97,14 @@ def run(archive: Archive) -> dict:
     texts = [parse_copy(c["raw_response"]) for c in candidates]
     parseable = [t for t in texts if _parses(t)]
 
-    typed, invalid_docs, contexts = [], [], []
+    typed, invalid_docs, contexts, parsed = [], [], [], []
     for cand, text in zip(candidates, texts):
         spec = FAMILIES.get(cand["family"])
         if spec is None:
             continue
+        response = None
         try:
-            spec.response_model.model_validate_json(text)
+            response = spec.response_model.model_validate_json(text)
             typed.append((spec.response_model, text))
         except ValidationError:
             try:
@@ -113,6 +114,8 @@ def run(archive: Archive) -> dict:
         transcript = transcripts[cand["source_id"]]
         registry = RegistryView(spec.registry_kind, frozenset()) if spec.needs_registry else None
         contexts.append((spec, cand["raw_response"], EvaluationContext(transcript, transcript.chunk(cand["chunk_id"]), registry)))
+        if response is not None:
+            parsed.append((spec, response, contexts[-1][2]))
 
     validators = {family: Draft202012Validator(load_json_asset(llm_schema_path(family))) for family in FAMILIES}
     issue_sets = [r.issues for r in (evaluate_response(*c) for c in contexts) if not r.passed and r.issues]
@@ -145,6 +148,8 @@ def run(archive: Archive) -> dict:
         f"span_within_chunk, long spans in a {n:,}-unit chunk": timed(lambda ref: span_within_chunk(largest.index, whole, ref), long_spans),
         "guidance rendering (render_guidance, failing candidates)": timed(render_guidance, issue_sets),
         "quote a model-supplied name (quote_name; every record's subject)": timed(quote_name, names),
+        "count reordered ranges (reordered_ranges, parsed responses; recorded on every evaluation)":
+            timed(lambda item: reordered_ranges(*item), parsed),
         "whole evaluate_response (all candidates, empty registries)": timed(lambda c: evaluate_response(*c), contexts),
         "serialize an output row (orjson.dumps)": timed(orjson.dumps, candidates),
     }

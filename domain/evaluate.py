@@ -15,7 +15,7 @@ from typing import Sequence
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import SourceRef, earliest_evidence_unit_id, evidence_is_canonical, order_endpoints
+from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.issues import Issue
@@ -68,21 +68,23 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
 def reordered_ranges(spec: FamilySpec, response: object, ctx: EvaluationContext) -> int:
     """How many cited ranges of a parsed response endpoint ordering swaps.
 
-    Counted per range as written (a range given twice, once reversed, counts
-    once). Only the nine extraction families order endpoints; a reversed
+    Counted per range as written (a reversed range written twice counts
+    twice). Only the nine extraction families order endpoints; a reversed
     resolvable range that reached their strict source-reference validator
     would be rejected, so a passing attempt with a count above zero passes
     *because of* the ordering (what the report calls a saved retry).
     """
     if spec.chunk_kind != "extraction":
         return 0
-    transcript = ctx.transcript
-    index, source_id = transcript.index, transcript.source_id
+    # order_endpoints swaps a reference of the current source when both ids resolve and the
+    # start sits later; every reference here is built with the current source's id, so the
+    # test reduces to two position lookups (no SourceRef built twice on the hot path).
+    position = ctx.transcript.index.position
     swapped = 0
     for item in getattr(response, spec.list_field):
         for ev in getattr(item, "evidence", None) or ():
-            ref = SourceRef(source_id, ev.start_unit_id, ev.end_unit_id)
-            if order_endpoints(index, source_id, ref) is not ref:
+            start, end = position(ev.start_unit_id), position(ev.end_unit_id)
+            if start is not None and end is not None and start > end:
                 swapped += 1
     return swapped
 

@@ -33,7 +33,6 @@ from typing import Any, Mapping, Sequence
 import orjson
 
 from domain.retry_economy import (
-    VERDICTS_PASSING,
     CanonicalizationSavings,
     DefectVocabulary,
     Leak,

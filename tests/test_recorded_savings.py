@@ -17,13 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from domain.evaluate import reordered_ranges
+from domain.evidence import SourceRef, order_endpoints
+from domain.families import FAMILIES
+from domain.families.base import EvaluationContext
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
 from domain.retry_economy import canonicalization_savings, recorded_savings
+from domain.source import parse_transcript
 from pipelines.demo import bundled_transcripts
 from pipelines.outputs import input_records, read_candidates, read_transcripts
 from sample import simulated_producer
-from test_retry_economy import MAX_ATTEMPTS, hand_run
+from test_retry_economy import IDS, MAX_ATTEMPTS, hand_run, transcript_record
 
 
 
@@ -67,6 +72,20 @@ def test_every_evaluation_row_says_how_many_ranges_were_reordered():
     for row in run.evaluations:
         if row["verdict"] == "deferred":
             assert row["endpoints_reordered"] == 0
+
+
+@given(ranges=st.lists(st.tuples(st.sampled_from([*IDS, 99, 0, -1]), st.sampled_from([*IDS, 99, 0, -1])),
+                       min_size=1, max_size=6))
+def test_reordered_ranges_counts_exactly_the_swaps_order_endpoints_makes(ranges):
+    transcript = parse_transcript(orjson.dumps(transcript_record("S1")))
+    spec = FAMILIES["spells"]
+    response = spec.response_model.model_validate_json(orjson.dumps({"spells": [
+        {"spell_name": "Shield", "caster_name": "LIAM", "cast": {"level": 1, "as_ritual": False, "target_names": []},
+         "evidence": [{"start_unit_id": a, "end_unit_id": b} for a, b in ranges]}]}))
+    ctx = EvaluationContext(transcript, transcript.chunk("x-1"))
+    refs = [SourceRef("S1", a, b) for a, b in ranges]
+    expected = sum(order_endpoints(transcript.index, "S1", ref) != ref for ref in refs)
+    assert reordered_ranges(spec, response, ctx) == expected
 
 
 def simulated_archive(root: Path, seed: int, candidates: int) -> tuple[str, str]:
