@@ -46,7 +46,7 @@ MANIFEST = "export_manifest.json"
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="notarius-reprocess export-batch", description=__doc__.split("\n\n")[0])
     p.add_argument("--retry-requests", "--retry_requests", dest="retry_requests", required=True,
-                   help="Glob of retry request files (the main job's retry_requests/part-*, Avro or JSON Lines).")
+                   help="Glob of retry request files (the main job's retry_requests/part-*, Avro, JSON Lines or Parquet).")
     p.add_argument("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
     p.add_argument("--provider", required=True, choices=sorted(PROVIDERS), help="Target batch API.")
     p.add_argument("--model", required=True, help="Model name, as the provider spells it (one model per export).")

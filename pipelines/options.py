@@ -49,8 +49,8 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--candidates", required=True, help="Glob of raw model-candidate files."),
     JobOption("--output", required=True,
               help="Output directory (local, gs://, s3://); it must be empty or absent (see --overwrite)."),
-    JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines "
-                                    "or Avro); their names count for occurrence membership."),
+    JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines, "
+                                    "Avro or Parquet); their names count for occurrence membership."),
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
               choices=("avro", "jsonl", "parquet")),
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,

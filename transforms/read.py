@@ -100,6 +100,9 @@ def project(value, shape):
     return value
 
 
+PARQUET_BATCH_ROWS = 4096
+
+
 def avro_record_to_json(record: dict) -> bytes:
     """An Avro record as a JSON line; bytes fields must be UTF-8 text."""
 
@@ -187,6 +190,8 @@ class _ReadAndKey(beam.DoFn):
         try:
             if path.endswith(".avro"):
                 source = self._avro_lines(readable, dead)
+            elif path.endswith(".parquet"):
+                source = self._parquet_lines(readable)
             else:
                 source = self._text_lines(readable, dead)
             for line in source:
@@ -257,6 +262,16 @@ class _ReadAndKey(beam.DoFn):
                                                 _avro_payload(record)))
                     yield None
 
+    def _parquet_lines(self, readable: fileio.ReadableFile):
+        """Rows of a Parquet file (e.g. a Parquet run's retry requests or registries) as JSON lines,
+        projected like Avro records."""
+        import pyarrow.parquet as pq
+
+        with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            for batch in pq.ParquetFile(stream).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                for row in batch.to_pylist():
+                    yield orjson.dumps(project(row, self.fields))
+
     def _key(self, line: bytes) -> tuple[str, bytes] | dict:
         if len(line) > self.max_record_bytes:
             return dead_letter_row(self.input_name, f"record exceeds --max-record-bytes ({self.max_record_bytes} bytes)",
@@ -295,7 +310,7 @@ class ReadKeyedRecords(beam.PTransform):
     input_name: str
     key_field: str
     max_record_bytes: int
-    # Avro only: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
+    # Avro and Parquet: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
     fields: dict | None = None
 
     def __post_init__(self) -> None:
