@@ -33,7 +33,7 @@ SOURCE_CHUNK = "*"
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     reason_codes: Mapping[str, int]  # issues by reason code (the bound's "and N more" row excluded)
-    requests: int  # retry requests in the run
+    requests: int  # retry requests in the run (refresh requests are not retries)
     examples: tuple[Mapping[str, Any], ...]  # the most informative request of a few families
     leaks: tuple[Leak, ...]  # internal text in guidance, by request id
 
@@ -91,8 +91,10 @@ def summarize_run(evaluations: Rows, requests: Rows, examples: int = EXAMPLE_COU
     leaks: list[Leak] = []
     best: dict[str, tuple[tuple, Mapping[str, Any]]] = {}  # family -> its most informative request
     for request in requests():
-        count += 1
         leaks.extend(find_leaks(request, internal))
+        if request.get("kind", "retry") != "retry":
+            continue  # a refresh request (SPEC §6.1) corrects nothing: neither counted nor shown
+        count += 1
         key = example_key(request)
         if request["family"] not in best or key < best[request["family"]][0]:
             best[request["family"]] = (key, request)

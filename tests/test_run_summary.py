@@ -75,3 +75,11 @@ def test_rows_are_read_as_streams_not_held():
     run = hand_run()
     summarize_run(rows("evaluations", run.evaluations), rows("requests", run.requests))
     assert reads == {"evaluations": 1, "requests": 3}  # requests are few; evaluations are one per candidate
+
+
+def test_refresh_requests_are_neither_counted_nor_shown():
+    run = hand_run()
+    retry = dict(run.requests[0], kind="retry")
+    refresh = dict(run.requests[0], request_id="r-refresh", kind="refresh", family="zzz", correction_guidance="")
+    summary = summarize_run(lambda: (), lambda: [retry, refresh])
+    assert summary.requests == 1 and [r["request_id"] for r in summary.examples] == [retry["request_id"]]
