@@ -25,6 +25,7 @@ from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, RegistryView
 from domain.issues import quote_name, render_guidance
 from domain.source import Chunk, Transcript, parse_transcript
+from transforms.progress import ProgressSpec
 
 REPEATS = 5
 MIN_PASS_SECONDS = 0.2
@@ -152,6 +153,10 @@ def run(archive: Archive) -> dict:
             timed(lambda item: reordered_ranges(*item), parsed),
         "whole evaluate_response (all candidates, empty registries)": timed(lambda c: evaluate_response(*c), contexts),
         "serialize an output row (orjson.dumps)": timed(orjson.dumps, candidates),
+        # Once per source, not per candidate; default interval, lines go nowhere.
+        "progress tally, once per source (ProgressTracker.add)":
+            timed(ProgressSpec("sources", ("candidates",)).tracker(emit=lambda line: None).add,
+                  [{"candidates": 500, "transcripts": 1}] * 200),
     }
     return results
 
