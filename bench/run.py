@@ -117,15 +117,17 @@ def report_vs_job(sizes: list[int], formats: list[str], runs: int, base: Archive
                 rep_ = measure([PY, "-m", "pipelines.report", "--output", str(output)], cwd=str(REPO))
                 if rep_.returncode != 0:
                     raise SystemExit(f"report ({fmt}, {size}) failed:\n{rep_.stderr[-3000:]}")
-                rows[fmt].append({"job_wall_s": job.wall_s, "job_rss_mb": job.tree_peak_rss_mb,
-                                  "report_wall_s": rep_.wall_s, "report_rss_mb": rep_.tree_peak_rss_mb,
+                rows[fmt].append({"job_wall_s": job.wall_s, "job_cpu_s": job.cpu_s, "job_rss_mb": job.tree_peak_rss_mb,
+                                  "report_wall_s": rep_.wall_s, "report_cpu_s": rep_.cpu_s,
+                                  "report_rss_mb": rep_.tree_peak_rss_mb,
                                   "report_max_rss_mb": rep_.max_process_rss_mb, "load1": os.getloadavg()[0]})
                 log(f"  report {size:>9,} {fmt:<7} job {job.wall_s:7.2f}s {job.tree_peak_rss_mb:6,.0f} MB | report "
                     f"{rep_.wall_s:7.2f}s {rep_.max_process_rss_mb:5,.0f} MB  load {os.getloadavg()[0]:.2f}")
                 shutil.rmtree(output, ignore_errors=True)
         for fmt, measured in rows.items():
             point = {"size": size, "candidates": archive.candidates_in, "format": fmt, "runs": len(measured)}
-            for metric in ("job_wall_s", "job_rss_mb", "report_wall_s", "report_rss_mb", "report_max_rss_mb", "load1"):
+            for metric in ("job_wall_s", "job_cpu_s", "job_rss_mb", "report_wall_s", "report_cpu_s", "report_rss_mb",
+                           "report_max_rss_mb", "load1"):
                 point[metric] = summary([m[metric] for m in measured])
             points.append(point)
     return points
@@ -133,12 +135,13 @@ def report_vs_job(sizes: list[int], formats: list[str], runs: int, base: Archive
 
 def report_table(points: list[dict]) -> str:
     rows = [[f"{p['candidates']:,}", p["format"], p["runs"], spread(p["job_wall_s"], "{:.2f}"),
-             spread(p["job_rss_mb"]), spread(p["report_wall_s"], "{:.2f}"), spread(p["report_max_rss_mb"]),
+             f"{p['job_cpu_s']['median']:.1f}", spread(p["job_rss_mb"]), spread(p["report_wall_s"], "{:.2f}"),
+             f"{p['report_cpu_s']['median']:.1f}", spread(p["report_max_rss_mb"]),
              f"{p['report_wall_s']['median'] / p['job_wall_s']['median']:.2f}",
              spread(p["load1"], "{:.1f}")] for p in points]
     return markdown_table(
-        ["candidates", "output", "runs", "job wall s", "job peak RSS (tree), MB", "report wall s",
-         "report peak RSS, MB", "report / job", "1-min load"], rows, "rlrrrrrrr")
+        ["candidates", "output", "runs", "job wall s", "job CPU s", "job peak RSS (tree), MB", "report wall s",
+         "report CPU s", "report peak RSS, MB", "report / job (wall)", "1-min load"], rows, "rlrrrrrrrrr")
 
 
 def import_floor(runs: int) -> dict:
