@@ -305,8 +305,8 @@ def parse_args(argv):
                    help="candidate counts for the scaling run ('' to skip); add 1000000 for the 1M point")
     p.add_argument("--scaling-configs", default="loop,direct,direct-mp2")
     p.add_argument("--scaling-runs", type=int, default=3, help=f"runs per scaling point (points of {LARGE:,} or more run once)")
-    p.add_argument("--report-sizes", default="100000",
-                   help="candidate counts for the report-vs-job run ('' to skip); add 1000000 for the 1M point")
+    p.add_argument("--report-sizes", default="100000,1000000",
+                   help="candidate counts for the report-vs-job run ('' to skip; points of 500k or more run once)")
     p.add_argument("--report-formats", default="jsonl,avro,parquet")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--flink-sizes", default="100000",
