@@ -1,8 +1,9 @@
 """Read a job's output folder back (Avro, JSON Lines or Parquet), and the archive it read.
 
 For the report, the retry-economy command and the tests. Plain file reading,
-no pipeline: an output folder is read whole, so this is for demo- and
-test-sized runs, not for full archives.
+no pipeline. ``iter_rows`` streams one output folder row by row (what the
+report uses, any size); ``read_rows``, ``read_outputs`` and the archive
+readers hold everything at once, for demo- and test-sized runs.
 """
 
 from __future__ import annotations
