@@ -176,3 +176,19 @@ def test_read_keyed_records_reads_parquet_rows_as_json(tmp_path):
         decoded = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], line) for line in decode_block(kv[1])])
         assert_that(decoded | beam.MapTuple(lambda key, line: (key, orjson.loads(line))),
                     equal_to([(row["input"], row) for row in rows]))
+
+
+def test_a_parquet_run_verifies_and_a_changed_file_does_not(parquet_run, tmp_path):
+    import shutil
+
+    from pipelines.verify import verify_folder
+
+    _, out, manifest = parquet_run
+    assert verify_folder(str(out)).ok
+    listed = [f for files in manifest["files"].values() for f in files]
+    assert listed and all(f["format"] == "parquet" for f in listed)
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    victim = copy / "evaluations" / sorted(p.name for p in (out / "evaluations").glob("part-*"))[0]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    assert not verify_folder(str(copy)).ok
