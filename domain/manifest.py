@@ -48,6 +48,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     }
     candidates_provable = not unreadable.get("candidates")
     transcripts_provable = not unreadable.get("transcripts")
+    refresh = refresh_block(counts, enabled=bool(options.get("refresh_stale")))
     return {
         "inputs": {
             "transcripts": transcripts_in,
@@ -59,6 +60,8 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
         "outputs": {
             "artifacts": sum(f["accepted"] for f in outcomes.values()),
             "retry_requests": sum(f["retry"] for f in outcomes.values()),
+            # Refresh requests are rows of retry_requests/ too (kind "refresh"), beside the retries.
+            "refresh_requests": refresh["refresh_requests"],
             "evaluations": evaluations,
             "dead_letters": candidate_dead + transcript_dead + n("dead_letters/prior_registries"),
         },
@@ -88,7 +91,30 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "holds": (not unreadable.get("prior_registries")
                       and n("prior_registries_in") == n("prior_registries_valid") + n("dead_letters/prior_registries")),
         },
+        "refresh": refresh,
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),
         "runner": runner,
     }
+
+
+REVISION_COUNTS = ("refresh_due", "refresh", "refresh_excerpt_chars", "accepted_current", "accepted_stale",
+                   "current_over_stale")
+
+
+def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
+    """Prompt revisions (SPEC §6.1), per family and in total:
+
+    - ``slots_to_refresh``: slots with no current attempt, not deferred, without a retry request;
+    - ``refresh_requests``: refresh requests written (0 unless ``--refresh-stale``), one per such slot;
+    - ``excerpt_chars``: characters of transcript excerpt (reconciliations: entry list) they send;
+    - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;
+    - ``current_over_stale``: artifacts whose current attempt won over an earlier passing stale one.
+    """
+    names = {"refresh_due": "slots_to_refresh", "refresh": "refresh_requests", "refresh_excerpt_chars": "excerpt_chars",
+             "accepted_current": "artifacts_current", "accepted_stale": "artifacts_stale",
+             "current_over_stale": "current_over_stale"}
+    by_family = {family: {names[c]: int(counts.get(f"revision/{family}/{c}", 0)) for c in REVISION_COUNTS}
+                 for family in sorted(FAMILIES)}
+    totals = {names[c]: sum(f[names[c]] for f in by_family.values()) for c in REVISION_COUNTS}
+    return {"refresh_stale": enabled, **totals, "by_family": by_family}

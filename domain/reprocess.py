@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 
 from domain.assets import current_fingerprints
+from domain.batch.prompts import chunk_excerpt, entries_text
 from domain.evaluate import CandidateResult, duplicate_artifact_ids, evaluate_response, is_invariant_issue
 from domain.families import FAMILIES
 from domain.families.base import (
@@ -38,6 +39,7 @@ from domain.families.base import (
 from domain.families.reconciliation import listed_entries
 from domain.records import dead_letter_row, shown_value
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
+from domain.revision import KIND_REFRESH, KIND_RETRY, choose_accepted, is_current, next_attempt, refresh_due
 from domain.source import Transcript, TranscriptError, parse_transcript
 
 SCHEMA_VERSION = "v1"
@@ -62,6 +64,8 @@ class RunConfig:
     max_attempts: int = 3
     # None: every family. Candidates of known families outside the set are counted as filtered.
     families: frozenset[str] | None = None
+    # SPEC §6.1: one refresh request per slot that rests only on stale attempts.
+    refresh_stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -384,9 +388,10 @@ class _SlotDecider:
     def decide(self, spec: FamilySpec, chunk_id: str, attempts: list[Candidate]) -> None:
         attempts = sorted(attempts, key=lambda c: (c.attempt, c.candidate_id))
         prompt_fp, schema_fp = current_fingerprints(spec.key)
-        for cand in attempts:
+        current = [is_current(c.prompt_fingerprint, c.schema_fingerprint, (prompt_fp, schema_fp)) for c in attempts]
+        for cand, fresh in zip(attempts, current):
             self.counts["evaluations"] += 1
-            if cand.prompt_fingerprint != prompt_fp or cand.schema_fingerprint != schema_fp:
+            if not fresh:
                 self.counts[count_key("outcome", spec.key, "stale")] += 1
 
         ctx = self._context(spec, chunk_id)
@@ -397,7 +402,8 @@ class _SlotDecider:
             return
 
         results = [(cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
-        accepted = next(((c, r) for c, r in results if r.passed), None)
+        chosen = choose_accepted([r.passed for _, r in results], current)
+        accepted = None if chosen is None else results[chosen]
         accepted_row = -1
         for cand, result in results:
             # Invariant failures are our bugs: counted for operators, never shown to a producer.
@@ -414,20 +420,35 @@ class _SlotDecider:
                 verdict = VERDICT_REJECTED
             self._evaluation(cand, verdict, result.issues, result.endpoints_reordered)
 
+        retried = False
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
             # A passing attempt with no reordered range passes without endpoint ordering too.
             survives = any(r.passed and not r.endpoints_reordered for _, r in results)
             self.accepted_survival.append((spec, survives))
+            self.counts[count_key("revision", spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
+            if current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
+                # An earlier passing stale attempt would have won before SPEC §6.1.
+                self.counts[count_key("revision", spec.key, "current_over_stale")] += 1
             self._accept(spec, chunk_id, *accepted)
             self.artifact_rows.append((spec.key, accepted_row))
-            return
-        latest, latest_result = results[-1]
-        if latest.attempt < self.config.max_attempts:
-            self.counts[count_key("outcome", spec.key, "retry")] += 1
-            self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
         else:
-            self.counts[count_key("outcome", spec.key, "exhausted")] += 1
+            latest, latest_result = results[-1]
+            if latest.attempt < self.config.max_attempts:
+                retried = True
+                self.counts[count_key("outcome", spec.key, "retry")] += 1
+                self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
+            else:
+                self.counts[count_key("outcome", spec.key, "exhausted")] += 1
+        if refresh_due(has_current=any(current), deferred=False, retried=retried):
+            self.counts[count_key("revision", spec.key, "refresh_due")] += 1
+            if self.config.refresh_stale:
+                replaced = accepted[0] if accepted is not None else results[-1][0]
+                excerpt_chars = len(self._excerpt(spec, chunk_id, ctx))
+                self.counts[count_key("revision", spec.key, "refresh")] += 1
+                self.counts[count_key("revision", spec.key, "refresh_excerpt_chars")] += excerpt_chars
+                self.retry_requests.append(self._refresh_request(
+                    spec, chunk_id, replaced, next_attempt([c.attempt for c in attempts]), prompt_fp, schema_fp))
 
     def _context(self, spec: FamilySpec, chunk_id: str) -> EvaluationContext | None:
         """What the slot's validators see; None when a prerequisite is missing (deferred)."""
@@ -534,16 +555,45 @@ class _SlotDecider:
             issues = issues + (Issue("fallback", "resubmit", "", "", Correction(
                 "The response", "", "It could not be turned into a valid result.",
                 "Produce it again from the excerpt, following the response shape and citing evidence inside the excerpt.")),)
-        next_attempt = latest.attempt + 1
+        attempt = latest.attempt + 1
         return {
-            "request_id": "r-" + _sha(spec.key, latest.source_id, chunk_id, latest.candidate_id, str(next_attempt))[:32],
+            "request_id": "r-" + _sha(spec.key, latest.source_id, chunk_id, latest.candidate_id, str(attempt))[:32],
+            "kind": KIND_RETRY,
             "family": spec.key,
             "source_id": latest.source_id,
             "chunk_id": chunk_id,
             "candidate_id": latest.candidate_id,
-            "attempt": next_attempt,
+            "attempt": attempt,
             "correction_guidance": render_guidance(issues),
             "prompt_fingerprint": prompt_fp,
             "schema_fingerprint": schema_fp,
             "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
         }
+
+    def _refresh_request(
+        self, spec: FamilySpec, chunk_id: str, replaced: Candidate, attempt: int, prompt_fp: str, schema_fp: str
+    ) -> dict:
+        """A new extraction under the current prompt (SPEC §6.1): no guidance; its id names
+        the revision, so a later revision's refresh of the same slot is another request."""
+        return {
+            "request_id": "r-" + _sha(KIND_REFRESH, spec.key, replaced.source_id, chunk_id, prompt_fp, schema_fp,
+                                      str(attempt))[:32],
+            "kind": KIND_REFRESH,
+            "family": spec.key,
+            "source_id": replaced.source_id,
+            "chunk_id": chunk_id,
+            "candidate_id": replaced.candidate_id,
+            "attempt": attempt,
+            "correction_guidance": "",
+            "prompt_fingerprint": prompt_fp,
+            "schema_fingerprint": schema_fp,
+            "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
+        }
+
+    def _excerpt(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext) -> str:
+        """What a request for this slot shows the model besides the prompt (its size is the backfill's)."""
+        if spec.role == ROLE_RECONCILIATION:
+            return entries_text(ctx.registry_entries or ())
+        chunk = self.transcript.chunk(chunk_id)
+        assert chunk is not None  # admitted candidates name a known chunk
+        return chunk_excerpt(self.transcript, chunk)

@@ -308,6 +308,77 @@ def generated_output_schemas() -> dict[str, bytes]:
             for path in OUTPUT_AVRO_SCHEMAS}
 
 
+# --- the request rows (retry_requests/): retry and refresh requests (SPEC §6, §6.1) ----------
+
+REQUEST_SCHEMA_JSON = "outputs/retry_request.v1.json"
+REQUEST_SCHEMA_AVRO = "outputs/retry_request.v1.avsc"
+REQUEST_KINDS = ("retry", "refresh")  # = domain.revision.REQUEST_KINDS (a test keeps them equal)
+
+
+def request_json_schema() -> dict:
+    fingerprint = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Retry or refresh request (v1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["request_id", "kind", "family", "source_id", "chunk_id", "candidate_id", "attempt",
+                     "correction_guidance", "prompt_fingerprint", "schema_fingerprint", "validator_policy_fingerprint"],
+        "properties": {
+            "request_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+            "kind": {"enum": list(REQUEST_KINDS),
+                     "description": "retry: correct a failing attempt; refresh: extract again after a prompt revision"},
+            "family": {"type": "string"},
+            "source_id": {"type": "string"},
+            "chunk_id": {"type": "string"},
+            "candidate_id": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 2},
+            "correction_guidance": {"type": "string"},
+            "prompt_fingerprint": fingerprint,
+            "schema_fingerprint": fingerprint,
+            "validator_policy_fingerprint": fingerprint,
+        },
+        # A retry always says what to correct; a refresh never does.
+        "allOf": [
+            {"if": {"properties": {"kind": {"const": "retry"}}},
+             "then": {"properties": {"correction_guidance": {"minLength": 1}}}},
+            {"if": {"properties": {"kind": {"const": "refresh"}}},
+             "then": {"properties": {"correction_guidance": {"maxLength": 0}}}},
+        ],
+    }
+
+
+def request_avro_schema() -> dict:
+    string = "string"
+    return {
+        "type": "record",
+        "name": "RetryRequestV1",
+        "namespace": "notarius.outputs",
+        "doc": "One request per slot that needs a new attempt: a retry (still failing) or a refresh (rests only on "
+               "attempts under an earlier prompt). Model-facing fields only (SPEC §6, §6.1).",
+        "fields": [
+            {"name": "request_id", "type": string},
+            {"name": "kind", "type": {"type": "enum", "name": "RequestKind", "symbols": list(REQUEST_KINDS)}},
+            {"name": "family", "type": string},
+            {"name": "source_id", "type": string},
+            {"name": "chunk_id", "type": string},
+            {"name": "candidate_id", "type": string},
+            {"name": "attempt", "type": "long"},
+            {"name": "correction_guidance", "type": string},
+            {"name": "prompt_fingerprint", "type": string},
+            {"name": "schema_fingerprint", "type": string},
+            {"name": "validator_policy_fingerprint", "type": string},
+        ],
+    }
+
+
+def generated_request_schemas() -> dict[str, bytes]:
+    """{asset path: bytes} of the request row schemas (JSON Schema and Avro)."""
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    return {REQUEST_SCHEMA_JSON: orjson.dumps(request_json_schema(), option=opts),
+            REQUEST_SCHEMA_AVRO: orjson.dumps(request_avro_schema(), option=opts)}
+
+
 def main(argv: list[str] | None = None) -> int:
     from domain.families import FAMILIES
 
@@ -316,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
             (root / path).write_bytes(data)
             print(f"wrote assets/{path}")
+    for path, data in generated_request_schemas().items():
+        (root / path).write_bytes(data)
+        print(f"wrote assets/{path}")
     for path, data in {**generated_evaluation_schemas(), **generated_output_schemas()}.items():
         (root / path).write_bytes(data)
         print(f"wrote assets/{path}")

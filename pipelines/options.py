@@ -56,6 +56,9 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
               type=int, minimum=1),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
+    JobOption("--refresh-stale", "Write one refresh request per slot that rests only on attempts made under an "
+                                 "earlier prompt or schema (SPEC 6.1): a new extraction under the current prompt.",
+              default=False, switch=True),
     JobOption("--max-record-bytes", "Records larger than this become dead letters (default 8 MiB).",
               default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
     JobOption("--progress-seconds", "Log progress on stderr at most this often, in seconds (default 5; 0: never).",

@@ -65,7 +65,8 @@ def writer_kwargs(fmt: str, avro_path: str) -> dict:
 
 
 def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
-    config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families))
+    config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families),
+                       refresh_stale=bool(opts.refresh_stale))
     fmt = opts.output_format
 
     transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
@@ -102,6 +103,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         "families": sorted(config.families) if config.families else None,
         "max_record_bytes": opts.max_record_bytes,
         "prior_registries": opts.prior_registries,
+        "refresh_stale": config.refresh_stale,
     }
     # The manifest is the run's commit record: it waits on the writers' results (every file
     # finalized) and lists each file; a run that fails before it leaves no manifest.
@@ -198,10 +200,29 @@ def format_summary(manifest: dict, output: str) -> str:
                      + ", ".join(unreadable["paths"][:5]) + (" ..." if unreadable["count"] > 5 else ""))
     t = manifest["transcript_conservation"]
     lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
+    lines.extend(refresh_summary(manifest.get("refresh")))
     lines.append(f"outputs under {output}: artifacts/<family>/, retry_requests/, evaluations/, dead_letters/, manifest.json")
     files = sum(len(entries) for entries in manifest.get(FILES_KEY, {}).values())
     lines.append(f"{files} files listed in the manifest; check them with: notarius-reprocess verify {output}")
     return "\n".join(lines)
+
+
+def refresh_summary(refresh: dict | None) -> list[str]:
+    """Prompt revisions (SPEC 6.1) in the summary: only when some slot rests on stale attempts or was refreshed."""
+    if not refresh or not (refresh["slots_to_refresh"] or refresh["refresh_requests"] or refresh["current_over_stale"]):
+        return []
+    rows = [(f, r) for f, r in refresh["by_family"].items() if r["slots_to_refresh"] or r["current_over_stale"]]
+    lines = ["", f"{'prompt revision':<24}{'to refresh':>11}{'refresh':>11}{'chars':>11}{'current':>11}{'over stale':>11}"]
+    for family, r in rows:
+        lines.append(f"{family:<24}{r['slots_to_refresh']:>11}{r['refresh_requests']:>11}{r['excerpt_chars']:>11}"
+                     f"{r['artifacts_current']:>11}{r['current_over_stale']:>11}")
+    if refresh["refresh_requests"]:
+        lines.append(f"{refresh['refresh_requests']} refresh request(s) in retry_requests/ (kind refresh): "
+                     "export them with export-batch")
+    elif refresh["slots_to_refresh"]:
+        lines.append(f"{refresh['slots_to_refresh']} slot(s) rest only on attempts under an earlier prompt: "
+                     "--refresh-stale writes a refresh request for each")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

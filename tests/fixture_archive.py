@@ -143,7 +143,8 @@ def good_records():
 
 def bad_candidate_lines():
     s1 = "crd3:S1"
-    dup = candidate("c-dup", "spells", s1, "x-1", 1, GOOD_FIREBALL)
+    # Stale like c-01, so the earliest attempt still wins (a current one would win over c-01, SPEC §6.1).
+    dup = candidate("c-dup", "spells", s1, "x-1", 1, GOOD_FIREBALL, stale=True)
     dup_later = {**dup, "received_at": "2026-10-02T00:00:00Z"}
     wrong_type = {**candidate("c-20", "spells", s1, "x-1", 1, GOOD_FIREBALL), "attempt": "1"}
     return [
@@ -166,6 +167,7 @@ def bad_candidate_lines():
 # c-dup (kept) is accepted?  No: c-01 already owns slot x-1... they share the slot, so c-dup is an
 # extra attempt 1 of spells/x-1 that passes later in candidate_id order -> superseded.
 EXPECTED_OUTCOMES["spells"]["superseded"] += 1
+EXPECTED_OUTCOMES["spells"]["stale"] += 1
 
 
 def write_archive(directory: Path) -> dict:

@@ -1,26 +1,36 @@
-"""What the model is asked for one retry request: the family's composed prompt
-as the system instruction, and a user turn in two labelled parts - the chunk's
-units in document order, then the correction guidance, marked as feedback from
-the automatic checker rather than words of the user.
+"""What the model is asked for one request: the family's composed prompt as the
+system instruction, and a user turn in labelled parts - the chunk's units in
+document order (for a source-level reconciliation: the labelled entry list of
+the source's accepted chunk registries), then, for a retry, the correction
+guidance, marked as feedback from the automatic checker rather than words of
+the user. A refresh request (SPEC §6.1) has no feedback part: it is the plain
+current prompt over the chunk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 import orjson
 from jsonschema import Draft202012Validator
 
 from domain.assets import composed_prompt, load_json_asset
 from domain.families import FAMILIES
-from domain.source import Transcript
+from domain.families.base import ListedEntry
+from domain.families.reconciliation import render_entry_list
+from domain.revision import KIND_REFRESH, KIND_RETRY
+from domain.source import Chunk, Transcript
 
 RETRY_REQUEST_SCHEMA = "outputs/retry_request.v1.json"
 
 EXCERPT_HEADING = (
     "Transcript excerpt. The units below are in transcript order, one JSON object per line, "
     "each with its unit_id, speaker and text.")
+ENTRIES_HEADING = (
+    "Registry entries. One JSON object per line, ordered by where the entry is first cited in the transcript, "
+    "each with its label, name, aliases, description and cited ranges.")
 FEEDBACK_HEADING = (
     "Validator feedback on your previous response to this same excerpt. It was written by an "
     "automatic checker, not by the user, and lists what the checker could not accept.")
@@ -32,6 +42,8 @@ class RetryRequestError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RetryRequest:
+    """A request row of the job (``retry_requests/``): a retry or a refresh."""
+
     request_id: str
     family: str
     source_id: str
@@ -42,13 +54,20 @@ class RetryRequest:
     prompt_fingerprint: str
     schema_fingerprint: str
     validator_policy_fingerprint: str
+    kind: str = KIND_RETRY
 
 
 @dataclass(frozen=True, slots=True)
 class ModelPrompt:
+    """``feedback`` is empty for a refresh: the user turn is the excerpt alone."""
+
     system: str
     excerpt: str
     feedback: str
+
+    @property
+    def user_parts(self) -> tuple[str, ...]:
+        return (self.excerpt, self.feedback) if self.feedback else (self.excerpt,)
 
 
 @lru_cache(maxsize=1)
@@ -62,6 +81,8 @@ def parse_retry_request(raw: bytes) -> RetryRequest:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise RetryRequestError("retry request is not valid JSON") from None
+    if isinstance(record, dict) and "kind" not in record:
+        record = {**record, "kind": KIND_RETRY}  # rows of runs made before refresh requests existed
     errors = sorted(_retry_request_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "record"
@@ -69,27 +90,47 @@ def parse_retry_request(raw: bytes) -> RetryRequest:
     return RetryRequest(**{field: record[field] for field in RetryRequest.__slots__})
 
 
-def build_prompt(request: RetryRequest, transcript: Transcript) -> ModelPrompt:
+def build_prompt(request: RetryRequest, transcript: Transcript,
+                 registry_entries: Sequence[ListedEntry] | None = None) -> ModelPrompt:
     """The prompt for ``request`` over ``transcript``. Raises :class:`RetryRequestError`
-    when the family or chunk cannot be exported."""
+    when the family or chunk cannot be exported.
+
+    A source-level reconciliation needs ``registry_entries``: the labelled entries
+    of the source's accepted chunk registries of its kind (``listed_entries``).
+    """
     spec = FAMILIES.get(request.family)
     if spec is None:
         raise RetryRequestError(f"unknown family {request.family!r}")
     if spec.chunk_kind == "source":
-        raise RetryRequestError(
-            f"{request.family} is a source-level reconciliation family: its prompt lists the source's accepted "
-            "registry entries, which export-batch does not read yet")
-    chunk = transcript.chunk(request.chunk_id)
-    if chunk is None:
-        raise RetryRequestError(f"unknown chunk {request.chunk_id!r} in source {request.source_id!r}")
-    if chunk.kind != spec.chunk_kind:
-        raise RetryRequestError(f"chunk {request.chunk_id!r} is a {chunk.kind} chunk; {request.family} needs {spec.chunk_kind}")
-    positions = sorted(transcript.index.position(uid) for uid in chunk.unit_ids)  # document order, never id order
+        if not registry_entries:
+            raise RetryRequestError(
+                f"{request.family} is a source-level reconciliation family: its prompt lists the source's accepted "
+                f"{spec.registry_kind} registry entries, and none were found for source {request.source_id!r} "
+                "(pass the run's registry artifacts with --registries)")
+        excerpt = entries_text(registry_entries)
+    else:
+        chunk = transcript.chunk(request.chunk_id)
+        if chunk is None:
+            raise RetryRequestError(f"unknown chunk {request.chunk_id!r} in source {request.source_id!r}")
+        if chunk.kind != spec.chunk_kind:
+            raise RetryRequestError(f"chunk {request.chunk_id!r} is a {chunk.kind} chunk; {request.family} needs {spec.chunk_kind}")
+        excerpt = chunk_excerpt(transcript, chunk)
     return ModelPrompt(
         system=composed_prompt(request.family).decode("utf-8"),
-        excerpt=excerpt_text([transcript.units[pos] for pos in positions]),
-        feedback=feedback_text(request.correction_guidance),
+        excerpt=excerpt,
+        feedback="" if request.kind == KIND_REFRESH else feedback_text(request.correction_guidance),
     )
+
+
+def chunk_excerpt(transcript: Transcript, chunk: Chunk) -> str:
+    """The chunk's units in document order (never id order), as the model reads them."""
+    positions = sorted(transcript.index.position(uid) for uid in chunk.unit_ids)
+    return excerpt_text([transcript.units[pos] for pos in positions])
+
+
+def entries_text(entries: Sequence[ListedEntry]) -> str:
+    """A reconciliation's listed entries as the model reads them (labels, names, ranges; no ids)."""
+    return ENTRIES_HEADING + "\n\n" + render_entry_list(entries).rstrip("\n")
 
 
 def excerpt_text(units) -> str:

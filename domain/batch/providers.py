@@ -184,8 +184,7 @@ class OpenAIChat(_OpenAIBatch):
             "model": settings.model,
             "messages": [
                 {"role": "system", "content": prompt.system},
-                {"role": "user", "content": [{"type": "text", "text": prompt.excerpt},
-                                             {"type": "text", "text": prompt.feedback}]},
+                {"role": "user", "content": [{"type": "text", "text": part} for part in prompt.user_parts]},
             ],
             "response_format": {"type": "json_schema",
                                 "json_schema": {"name": schema_name(family), "schema": schema, "strict": True}},
@@ -218,8 +217,8 @@ class OpenAIResponses(_OpenAIBatch):
         body = {
             "model": settings.model,
             "instructions": prompt.system,
-            "input": [{"role": "user", "content": [{"type": "input_text", "text": prompt.excerpt},
-                                                   {"type": "input_text", "text": prompt.feedback}]}],
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": part}
+                                                   for part in prompt.user_parts]}],
             "text": {"format": {"type": "json_schema", "name": schema_name(family), "schema": schema, "strict": True}},
             "max_output_tokens": settings.max_output_tokens,
         }
@@ -267,8 +266,7 @@ class Anthropic(Provider):
             "model": settings.model,
             "max_tokens": settings.max_output_tokens,
             "system": prompt.system,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": prompt.excerpt},
-                                                      {"type": "text", "text": prompt.feedback}]}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": part} for part in prompt.user_parts]}],
             "output_config": {"format": {"type": "json_schema", "schema": schema}},
         }
         if settings.temperature is not None:
@@ -312,7 +310,7 @@ def _gemini_request(prompt: ModelPrompt, schema: dict, settings: RequestSettings
         config["temperature"] = settings.temperature
     return {
         "systemInstruction": {"parts": [{"text": prompt.system}]},
-        "contents": [{"role": "user", "parts": [{"text": prompt.excerpt}, {"text": prompt.feedback}]}],
+        "contents": [{"role": "user", "parts": [{"text": part} for part in prompt.user_parts]}],
         "generationConfig": config,
     }
 
