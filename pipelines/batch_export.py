@@ -1,8 +1,11 @@
-"""Export retry requests as provider batch files:
+"""Export retry and refresh requests as provider batch files:
 ``notarius-reprocess export-batch --retry-requests G --transcripts G --provider P --model M --output DIR``.
 
-The same runners as the main job. Each retry request is joined with its
-transcript by source; one provider request line is written per request, in
+The same runners as the main job. Each request (a retry, or a refresh after a
+prompt revision, SPEC §6.1) is joined with its transcript by source, and a
+reconciliation request with the run's accepted chunk registry artifacts
+(``--registries``, by default ``artifacts/*-registry/`` beside the run's
+``retry_requests/``); one provider request line is written per request, in
 files that stay within the provider's per-file limits. Beside every
 ``requests-NNNNN-of-MMMMM.jsonl`` lies its ``.index.jsonl``: line number ->
 request id, slot, attempt and fingerprints, which ``import-batch`` reads back.
@@ -27,10 +30,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
-    INPUT_RETRY_REQUESTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
+    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
+from domain.revision import REQUEST_KINDS
 from pipelines.options import parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -48,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-requests", "--retry_requests", dest="retry_requests", required=True,
                    help="Glob of retry request files (the main job's retry_requests/part-*, Avro, JSON Lines or Parquet).")
     p.add_argument("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
+    p.add_argument("--registries", default=None,
+                   help="Glob of the run's accepted chunk registry artifacts, which reconciliation prompts list "
+                        "(default: artifacts/*-registry/part-* beside the run's retry_requests/).")
+    p.add_argument("--kinds", default=None,
+                   help="Comma-separated request kinds to export (retry, refresh; default both); others are filtered.")
     p.add_argument("--provider", required=True, choices=sorted(PROVIDERS), help="Target batch API.")
     p.add_argument("--model", required=True, help="Model name, as the provider spells it (one model per export).")
     p.add_argument("--output", required=True, help="Output directory (local, gs://, s3://); must hold no request files.")
@@ -65,6 +74,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-record-bytes", "--max_record_bytes", dest="max_record_bytes", type=int,
                    default=DEFAULT_MAX_RECORD_BYTES, help="Larger input records become dead letters (default 8 MiB).")
     return p
+
+
+def registries_glob(args: argparse.Namespace) -> str | None:
+    """--registries, else the run's own registry artifacts when --retry-requests names its retry_requests/."""
+    if args.registries:
+        return args.registries
+    marker = "retry_requests/"
+    if marker not in args.retry_requests:
+        return None
+    return args.retry_requests.rsplit(marker, 1)[0] + "artifacts/*-registry/part-*"
+
+
+def parse_kinds(value: str | None) -> frozenset[str] | None:
+    if not value:
+        return None
+    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(chosen - set(REQUEST_KINDS))
+    if unknown:
+        raise SystemExit(f"--kinds: unknown kind {', '.join(unknown)}; known: {', '.join(REQUEST_KINDS)}")
+    return chosen
+
+
+def _has_files(pattern: str | None) -> bool:
+    return bool(pattern) and bool(FileSystems.match([absolute_pattern(pattern)])[0].metadata_list)
 
 
 def _limit(requested: int | None, provider_limit: int | None, flag: str) -> int | None:
@@ -120,14 +153,20 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     config = ExportConfig(
         provider_name=provider.name,
         settings=RequestSettings(model=args.model, max_output_tokens=args.max_output_tokens, temperature=args.temperature),
-        max_bytes_per_file=max_bytes, families=families, only_request_ids=_request_ids(args.only_request_ids))
+        max_bytes_per_file=max_bytes, families=families, only_request_ids=_request_ids(args.only_request_ids),
+        kinds=parse_kinds(args.kinds))
 
     transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
         args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes,
         fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA))
     requests = pipeline | "ReadRetryRequests" >> ReadKeyedRecords(
         args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes)
-    shaped = {INPUT_TRANSCRIPTS: transcripts[KEYED], INPUT_RETRY_REQUESTS: requests[KEYED]} | "PerSource" >> JoinAndApply(
+    inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_RETRY_REQUESTS: requests}
+    registries = registries_glob(args)
+    if _has_files(registries):
+        inputs[INPUT_REGISTRIES] = pipeline | "ReadRegistries" >> ReadKeyedRecords(
+            registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes)
+    shaped = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
         functools.partial(export_source_groups, config), OUTPUT_TAGS)
 
     unique = (
@@ -151,7 +190,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "WriteFiles" >> beam.ParDo(_WriteFile(args.output), plan=beam.pvalue.AsSingleton(plan))
         | "AllFiles" >> beam.combiners.ToList()
     )
-    dead_letters = (transcripts[DEAD], requests[DEAD], shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters = (*(read[DEAD] for read in inputs.values()), shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
     dead_letters | "Write[dead_letters]" >> WriteRows(join_path(args.output, "dead_letters"), "jsonl")
 
     options = {
@@ -160,10 +199,11 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         "temperature": args.temperature, "max_lines_per_file": max_lines, "max_bytes_per_file": max_bytes,
         "families": sorted(families) if families else None, "only_request_ids": args.only_request_ids,
         "max_record_bytes": args.max_record_bytes,
+        "registries": registries if _has_files(registries) else None, "kinds": args.kinds,
     }
     manifest_path = join_path(args.output, MANIFEST)
     (
-        (transcripts[READ_COUNTS], requests[READ_COUNTS], shaped[COUNTS], unique.counts)
+        (*(read[READ_COUNTS] for read in inputs.values()), shaped[COUNTS], unique.counts)
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(
@@ -183,7 +223,9 @@ def _preflight(args: argparse.Namespace) -> None:
         raise SystemExit(f"--temperature: {provider.name}'s request type has no temperature")
     if args.max_output_tokens < 1:
         raise SystemExit("--max-output-tokens must be at least 1")
-    for flag, pattern in (("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)):
+    parse_kinds(args.kinds)
+    given = [("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)]
+    for flag, pattern in given + ([("--registries", args.registries)] if args.registries else []):
         if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
             raise SystemExit(f"{flag} {pattern!r} matches no files")
     stale = FileSystems.match([join_path(args.output, REQUESTS_PREFIX + "*")])[0].metadata_list
@@ -209,7 +251,9 @@ def format_summary(manifest: dict) -> str:
     c = manifest["conservation"]
     lines = [f"{f['requests_file']}: {f['lines']} requests, {f['bytes']} bytes (index: {f['index_file']})"
              for f in manifest["files"]]
-    lines.append(f"{manifest['provider']} / {manifest['model']}: {c['exported']} requests in {len(manifest['files'])} file(s)")
+    kinds = ", ".join(f"{n} {kind}" for kind, n in manifest.get("exported_by_kind", {}).items())
+    lines.append(f"{manifest['provider']} / {manifest['model']}: {c['exported']} requests ({kinds}) "
+                 f"in {len(manifest['files'])} file(s)")
     lines.append(f"conservation: {c['retry_requests_in']} retry requests in = {c['exported']} exported + "
                  f"{c['dead_letters']} dead letters + {c['filtered']} filtered -> {'holds' if c['holds'] else 'DOES NOT HOLD'}")
     if manifest["stale"]:

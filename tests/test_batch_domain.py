@@ -161,7 +161,7 @@ def test_every_retry_request_is_exported_dead_lettered_or_filtered():
     assert len(reasons) == 4 and any("duplicate request_id 'r-1'" in r for r in reasons)
     assert any("unknown chunk 'x-9'" in r for r in reasons) and any("not valid JSON" in r for r in reasons)
     assert any("attempt" in r for r in reasons)  # attempt 1 cannot be a retry
-    assert counts == {"dead_letters/retry_requests": 4, "filtered": 1, "stale": 1, "shaped": 2}
+    assert counts == {"dead_letters/retry_requests": 4, "filtered": 1, "stale": 1, "shaped": 2, "shaped/retry": 2}
     assert len(rows) + len(dead) + counts["filtered"] == len(lines)
 
 

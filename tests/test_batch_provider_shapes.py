@@ -14,6 +14,7 @@ import json
 import re
 import typing
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -23,6 +24,8 @@ from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt
 from domain.batch.providers import PROVIDERS, VERTEX_LABEL, WIRE_ID, RequestSettings, schema_name
 from domain.assets import llm_schema_path, load_json_asset
 from domain.families import FAMILIES
+from domain.evidence import SourceRef
+from domain.families.reconciliation import listed_entries
 from domain.source import transcript_from_record
 
 # Test dependencies (the `test` extra): a missing SDK fails here, it is never skipped.
@@ -147,32 +150,63 @@ def _transcript():
                    {"chunk_id": "s-1", "kind": "scene", "unit_ids": ids}]})
 
 
-def _request(family: str, chunk_id: str) -> RetryRequest:
+def _request(family: str, chunk_id: str, kind: str = "retry") -> RetryRequest:
     fp = "sha256:" + "0" * 64
-    return RetryRequest("r-" + family, family, "crd3:T", chunk_id, "c-1", 2, "Your previous response could not be accepted.",
-                        fp, fp, fp)
+    guidance = "" if kind == "refresh" else "Your previous response could not be accepted."
+    return RetryRequest("r-" + family, family, "crd3:T", chunk_id, "c-1", 2, guidance, fp, fp, fp, kind)
 
 
-EXPORTABLE = sorted(key for key, spec in FAMILIES.items() if spec.chunk_kind in ("extraction", "scene"))
+def _entries():
+    """The labelled entry list a reconciliation prompt shows (two chunk registry entries)."""
+    transcript = _transcript()
+    records = [SimpleNamespace(name="Scanlan's \"cousin\"", aliases=("Kaylie",), description="A bard.",
+                               evidence=(SourceRef("crd3:T", 12, 12),)),
+               SimpleNamespace(name="Pike", aliases=(), description="A cleric.", evidence=(SourceRef("crd3:T", 9, 4),))]
+    return listed_entries(transcript, [("x-1", records)])
+
+
+def _chunk_of(family: str) -> str:
+    return {"scene": "s-1", "extraction": "x-1", "source": "*"}[FAMILIES[family].chunk_kind]
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_request_lines_of_every_family_match_the_provider_types(provider):
+@pytest.mark.parametrize("kind", ["retry", "refresh"])
+def test_request_lines_of_every_family_and_kind_match_the_provider_types(provider, kind):
     transcript, p = _transcript(), PROVIDERS[provider]
     settings = RequestSettings("some-model", 4096, temperature=0.2 if p.takes_temperature else None)
-    for family in EXPORTABLE:
-        chunk = "s-1" if FAMILIES[family].chunk_kind == "scene" else "x-1"
-        prompt = build_prompt(_request(family, chunk), transcript)
+    for family in sorted(FAMILIES):
+        prompt = build_prompt(_request(family, _chunk_of(family), kind), transcript, _entries())
         line = p.request_line(p.wire_id("r-" + family), prompt, family, p.schema(load_json_asset(llm_schema_path(family))),
                               settings)
-        assert check_request_line(provider, orjson.loads(orjson.dumps(line))) == [], (provider, family)
+        checked = orjson.loads(orjson.dumps(line))
+        assert check_request_line(provider, checked) == [], (provider, family, kind)
+        # Feedback only in a retry; a refresh is the plain prompt over the chunk (or the entry list).
+        assert ("<validator_feedback>" in orjson.dumps(checked).decode()) == (kind == "retry"), (provider, family, kind)
 
 
-def test_source_level_families_are_refused_with_a_reason():
+def test_a_refresh_is_the_plain_current_prompt_over_the_chunk():
+    refresh = build_prompt(_request("spells", "x-1", "refresh"), _transcript())
+    retry = build_prompt(_request("spells", "x-1"), _transcript())
+    assert refresh.feedback == "" and refresh.user_parts == (refresh.excerpt,)
+    assert (refresh.system, refresh.excerpt) == (retry.system, retry.excerpt)
+    assert retry.user_parts == (retry.excerpt, retry.feedback)
+
+
+def test_a_reconciliation_prompt_lists_the_labelled_entries_and_nothing_internal():
+    prompt = build_prompt(_request("npc-reconciliation", "*"), _transcript(), _entries())
+    listed = [json.loads(line) for line in prompt.excerpt.splitlines()[2:]]
+    assert [(e["label"], e["name"]) for e in listed] == [("E1", "Pike"), ("E2", "Scanlan's \"cousin\"")]  # document order
+    assert listed[0]["evidence"] == [{"start_unit_id": 9, "end_unit_id": 4}]
+    assert "x-1" not in prompt.excerpt and "crd3:T" not in prompt.excerpt
+    assert prompt.system.startswith("# Reconciling the NPC lists")
+
+
+def test_source_level_families_without_registry_entries_are_refused_with_a_reason():
     source_level = [key for key, spec in FAMILIES.items() if spec.chunk_kind == "source"]
     for family in source_level:
-        with pytest.raises(RetryRequestError, match="source-level"):
-            build_prompt(_request(family, "*"), _transcript())
+        for entries in (None, ()):
+            with pytest.raises(RetryRequestError, match="source-level.*none were found"):
+                build_prompt(_request(family, "*"), _transcript(), entries)
 
 
 def test_the_excerpt_is_in_document_order_and_the_feedback_is_labelled():

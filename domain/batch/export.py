@@ -1,16 +1,21 @@
-"""The export's domain steps: one source's retry requests -> provider request
-lines, the plan that splits lines into files within the provider's limits, and
-the export manifest.
+"""The export's domain steps: one source's request rows (retries and refreshes,
+SPEC §6.1) -> provider request lines, the plan that splits lines into files
+within the provider's limits, and the export manifest.
 
-Every retry request read ends in exactly one place: a request line, a dead
-letter (with its original bytes and the reason), or counted as filtered
-(outside ``--families`` / ``--only-request-ids``). The manifest proves it.
+Every request read ends in exactly one place: a request line, a dead letter
+(with its original bytes and the reason), or counted as filtered (outside
+``--families`` / ``--kinds`` / ``--only-request-ids``). The manifest proves it.
+
+A source-level reconciliation request lists the source's accepted chunk
+registry entries (SPEC §4.1): the export reads them from the run's registry
+artifacts (``registries`` input), labelled exactly as the job labels them.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
@@ -20,12 +25,17 @@ import orjson
 from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
 from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt, parse_retry_request
 from domain.batch.providers import PROVIDERS, Provider, RequestSettings
+from domain.evidence import SourceRef
 from domain.families import FAMILIES
+from domain.families.base import ROLE_REGISTRY, ListedEntry
+from domain.families.reconciliation import listed_entries
 from domain.records import dead_letter_row
+from domain.revision import REQUEST_KINDS
 from domain.source import Transcript, TranscriptError, parse_transcript
 
 INPUT_TRANSCRIPTS = "transcripts"
 INPUT_RETRY_REQUESTS = "retry_requests"
+INPUT_REGISTRIES = "registries"  # the run's accepted chunk registry artifacts (for reconciliation prompts)
 OUTPUT_TAGS = ("requests", "dead_letters")
 
 REQUESTS_PREFIX = "requests-"
@@ -40,6 +50,7 @@ class ExportConfig:
     max_bytes_per_file: int
     families: frozenset[str] | None = None
     only_request_ids: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None  # None: retry and refresh requests
 
     @property
     def provider(self) -> Provider:
@@ -60,12 +71,13 @@ def _provider_schema(provider_name: str, family: str) -> dict:
 def export_source_groups(config: ExportConfig, source_id: str, grouped: Mapping[str, Sequence[bytes]]):
     """The per-key function for ``JoinAndApply``: ({tag: rows}, counts)."""
     rows, dead, counts = export_source(source_id, grouped.get(INPUT_TRANSCRIPTS, ()),
-                                       grouped.get(INPUT_RETRY_REQUESTS, ()), config)
+                                       grouped.get(INPUT_RETRY_REQUESTS, ()), config,
+                                       registry_lines=grouped.get(INPUT_REGISTRIES, ()))
     return {"requests": rows, "dead_letters": dead}, counts
 
 
 def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lines: Sequence[bytes],
-                  config: ExportConfig) -> tuple[list[dict], list[dict], dict[str, int]]:
+                  config: ExportConfig, registry_lines: Sequence[bytes] = ()) -> tuple[list[dict], list[dict], dict[str, int]]:
     counts: Counter[str] = Counter()
     dead: list[dict] = []
 
@@ -81,37 +93,95 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
             reject(str(exc), raw)
             continue
         if (config.families is not None and request.family not in config.families) or (
+                config.kinds is not None and request.kind not in config.kinds) or (
                 config.only_request_ids is not None and request.request_id not in config.only_request_ids):
             counts["filtered"] += 1
         elif request.request_id in chosen:
             reject(f"duplicate request_id {request.request_id!r}: kept another record", raw)
         else:
             chosen[request.request_id] = (request, raw)
+    registries = _chunk_registries(source_id, registry_lines, dead, counts)
     if not chosen:
         return [], dead, dict(counts)
 
     transcript, problem = _resolve_transcript(source_id, transcript_lines)
+    entries: dict[str, tuple[ListedEntry, ...]] = {}
+    if transcript is not None:
+        entries = {kind: listed_entries(transcript, found) for kind, found in registries.items()}
     rows = []
     for request_id in sorted(chosen):
         request, raw = chosen[request_id]
         if transcript is None:
             reject(problem, raw)
             continue
+        spec = FAMILIES.get(request.family)
         try:
-            row = request_row(config, request, transcript, raw)
+            row = request_row(config, request, transcript, raw,
+                              entries.get(spec.registry_kind or "") if spec is not None else None)
         except RetryRequestError as exc:
             reject(str(exc), raw)
             continue
         counts["stale"] += int((request.prompt_fingerprint, request.schema_fingerprint) != current_fingerprints(request.family))
+        counts[f"shaped/{request.kind}"] += 1
         rows.append(row)
     counts["shaped"] += len(rows)
     return rows, dead, dict(counts)
 
 
-def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcript, raw: bytes) -> dict:
+@dataclass(frozen=True, slots=True)
+class _RegistryRecord:
+    """A durable chunk registry record, as ``listed_entries`` reads it."""
+
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    evidence: tuple[SourceRef, ...]
+
+
+def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
+                      counts: Counter) -> dict[str, list[tuple[str, tuple[_RegistryRecord, ...]]]]:
+    """Per registry kind: (chunk_id, records) of every accepted chunk registry artifact of the source.
+    Lines that are not one are dead letters (input ``registries``)."""
+    found: dict[str, list[tuple[str, tuple[_RegistryRecord, ...]]]] = defaultdict(list)
+    for raw in sorted(set(lines)):
+        try:
+            kind, chunk_id, records = _registry_artifact(source_id, raw)
+        except ValueError as exc:
+            counts[f"dead_letters/{INPUT_REGISTRIES}"] += 1
+            dead.append(dead_letter_row(INPUT_REGISTRIES, str(exc), raw))
+            continue
+        counts["registries_used"] += 1
+        found[kind].append((chunk_id, records))
+    return {kind: sorted(items, key=lambda item: item[0]) for kind, items in found.items()}
+
+
+def _registry_artifact(source_id: str, raw: bytes) -> tuple[str, str, tuple[_RegistryRecord, ...]]:
+    try:
+        artifact = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ValueError("registry artifact is not valid JSON") from None
+    if not isinstance(artifact, dict):
+        raise ValueError("registry artifact is not a JSON object")
+    spec = FAMILIES.get(artifact.get("family"))  # type: ignore[arg-type]
+    if spec is None or spec.role != ROLE_REGISTRY:
+        raise ValueError(f"artifact of family {artifact.get('family')!r} is not a chunk registry")
+    if artifact.get("source_id") != source_id or not isinstance(artifact.get("chunk_id"), str):
+        raise ValueError("registry artifact source_id or chunk_id is wrong")
+    try:
+        records = tuple(
+            _RegistryRecord(r["name"], tuple(r["aliases"]), r["description"],
+                            tuple(SourceRef(e["source_id"], e["start_unit_id"], e["end_unit_id"]) for e in r["evidence"]))
+            for r in artifact["records"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"registry artifact records are not durable registry records ({type(exc).__name__}: {exc})") from None
+    return spec.registry_kind, artifact["chunk_id"], records
+
+
+def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcript, raw: bytes,
+                registry_entries: Sequence[ListedEntry] | None = None) -> dict:
     """One provider line and its index entry. Raises :class:`RetryRequestError`."""
     provider = config.provider
-    prompt = build_prompt(request, transcript)
+    prompt = build_prompt(request, transcript, registry_entries)
     wire_id = provider.wire_id(request.request_id)
     line_obj = provider.request_line(wire_id, prompt, request.family, _provider_schema(provider.name, request.family),
                                      config.settings)
@@ -121,7 +191,7 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
                                 f"({config.max_bytes_per_file})")
     prompt_fp, schema_fp = current_fingerprints(request.family)
     index = {
-        "request_id": request.request_id, "wire_id": wire_id, "family": request.family,
+        "request_id": request.request_id, "kind": request.kind, "wire_id": wire_id, "family": request.family,
         "source_id": request.source_id, "chunk_id": request.chunk_id, "replaces_candidate_id": request.candidate_id,
         "attempt": request.attempt, "provider": provider.name, "model": config.settings.model,
         # What the model is shown now: the current assets, whatever the request was built under.
@@ -196,13 +266,17 @@ def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str
     exported = sum(f["lines"] for f in files)
     requests_in, dead, filtered = n(f"{INPUT_RETRY_REQUESTS}_in"), n(f"dead_letters/{INPUT_RETRY_REQUESTS}"), n("filtered")
     families = sorted(options.get("families") or FAMILIES)
+    by_kind = {kind: n(f"shaped/{kind}") for kind in REQUEST_KINDS}
     return {
         "provider": options["provider"],
         "model": options["model"],
         "files": list(files),
         "inputs": {"retry_requests": requests_in, "transcripts": n(f"{INPUT_TRANSCRIPTS}_in"),
                    "transcript_dead_letters": n(f"dead_letters/{INPUT_TRANSCRIPTS}"),
-                   "blank_lines_skipped": n(f"blank_lines/{INPUT_RETRY_REQUESTS}")},
+                   "blank_lines_skipped": n(f"blank_lines/{INPUT_RETRY_REQUESTS}"),
+                   "registry_artifacts": n(f"{INPUT_REGISTRIES}_in"), "registry_artifacts_used": n("registries_used"),
+                   "registry_dead_letters": n(f"dead_letters/{INPUT_REGISTRIES}")},
+        "exported_by_kind": by_kind,
         "stale": n("stale"),
         "conservation": {"retry_requests_in": requests_in, "exported": exported, "dead_letters": dead,
                          "filtered": filtered, "holds": requests_in == exported + dead + filtered},
