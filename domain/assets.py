@@ -48,7 +48,13 @@ def compose_prompt(path: str, _depth: int = 0) -> bytes:
     by the included asset (which may include others, up to a small depth)."""
     if _depth > 4:
         raise AssetError(f"prompt includes nest too deeply at {path!r}")
-    return _INCLUDE_LINE.sub(lambda m: compose_prompt(m.group(1).decode(), _depth + 1), read_asset(path))
+    return compose_text(read_asset(path), _depth)
+
+
+def compose_text(text: bytes, _depth: int = 0) -> bytes:
+    """Prompt text (packaged or not, e.g. an earlier revision kept elsewhere) with its
+    include lines replaced by the packaged assets they name."""
+    return _INCLUDE_LINE.sub(lambda m: compose_prompt(m.group(1).decode(), _depth + 1), text)
 
 
 def family_dir(family: str) -> str:

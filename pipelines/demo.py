@@ -1,37 +1,94 @@
-"""``make demo``: the real job on real transcripts, out of the box.
+"""``make demo``: the real job on real transcripts, out of the box - including a
+backfill after a prompt revision, as a user lives it.
 
 1. builds an archive from the bundled Critical Role sample (CRD3, CC BY-SA 4.0,
    see sample/data/ATTRIBUTION.md) with the SIMULATED producer (a stand-in
-   for an LLM, with known injected defects and a ground-truth file);
-2. runs the reprocess job on it (DirectRunner, Avro outputs);
-3. measures the retry economy against the ground truth and writes a
-   self-contained HTML report beside the outputs;
-4. prints the summary and where everything is.
+   for an LLM, with known injected defects and a ground-truth file). The first
+   attempts of one family (``--revised-family``, spells by default) were made
+   under an earlier wording of its prompt, kept in ``sample/prompts/``; the
+   installed assets are the revised version;
+2. run 1 of the job with ``--refresh-stale`` (DirectRunner, Avro outputs):
+   those slots show as stale, and each gets one refresh request;
+3. ``export-batch`` turns the refresh requests into an OpenAI batch file;
+4. the SIMULATED batch provider answers them under the current prompt, in the
+   provider's own output format;
+5. ``import-batch`` brings the answers back as candidates, added to the archive;
+6. run 2 of the job accepts the new, current attempts over the old ones.
 
-Exits non-zero when the job fails, conservation does not hold, or a retry
-request leaks internal text or a failing slot does not get exactly one.
+Each run gets its retry economy (against the ground truth) and a
+self-contained HTML report: ``run1/report.html``, and ``report.html`` for run 2.
+
+Exits non-zero when a job fails, conservation does not hold, a retry request
+leaks internal text or a failing slot does not get exactly one, or the
+revision loop does not close (run 2 must take its artifacts of the revised
+family from the current prompt and plan no second refresh).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from importlib import resources
 from pathlib import Path
 
-from pipelines import reprocess, report, retry_economy
-from sample import simulated_producer
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines import batch_export, batch_import, reprocess, report, retry_economy
+from pipelines.outputs import read_manifest
+from sample import simulated_batch, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
+REVISED_FAMILY = "spells"
+BATCH_MODEL = "sim-2"  # the simulated model after the revision
 
 
 def bundled_transcripts() -> Path:
     return Path(str(resources.files("sample").joinpath(SAMPLE_TRANSCRIPTS)))
 
 
+def _fresh(*paths: Path) -> None:
+    """Every run writes into a folder of its own; a rerun of the demo starts them afresh."""
+    for path in paths:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _figures(job_out: Path, truth: Path, report_path: Path, label: str) -> retry_economy.RunFigures:
+    figures = retry_economy.load_figures(job_out, truth)
+    print(f"  {label}:")
+    for line in retry_economy.summary_lines(figures):
+        print(f"    {line}")
+    retry_economy.write_json(figures, job_out.parent / f"retry_economy.{label}.json" if label == "run 1"
+                             else job_out.parent / "retry_economy.json")
+    print(f"  report: {report.write_report(figures, report_path)}")
+    return figures
+
+
+def revision_lines(family: str, run1: dict, run2: dict, imported: int) -> list[str]:
+    before, after = run1["refresh"]["by_family"][family], run2["refresh"]["by_family"][family]
+    return [
+        f"prompt revision of {family}:",
+        f"  run 1: {before['slots_to_refresh']} slots rested only on the earlier prompt; "
+        f"{before['refresh_requests']} refresh requests ({before['excerpt_chars']:,} excerpt characters)",
+        f"  backfill: {imported} answers imported under the current prompt",
+        f"  run 2: {after['artifacts_current']} of {after['artifacts_current'] + after['artifacts_stale']} artifacts "
+        f"from the revised prompt ({after['current_over_stale']} replaced an answer to the earlier one); "
+        f"{after['refresh_requests']} refresh requests left",
+    ]
+
+
+def revision_closed(family: str, run1: dict, run2: dict) -> bool:
+    before, after = run1["refresh"]["by_family"][family], run2["refresh"]["by_family"][family]
+    return (before["refresh_requests"] > 0 and after["refresh_requests"] == 0
+            and after["current_over_stale"] > 0 and after["artifacts_current"] > before["artifacts_current"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the report.")
+    parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the reports.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl", "parquet"))
     parser.add_argument("--transcripts", type=Path, default=None,
@@ -40,43 +97,73 @@ def main(argv: list[str] | None = None) -> int:
                         help="about this many candidates (default: every slot of the sample)")
     parser.add_argument("--defect-rate", action="append", default=[], metavar="NAME=P",
                         help="override a defect rate of the simulated producer (repeatable)")
+    parser.add_argument("--revised-family", default=REVISED_FAMILY,
+                        help=f"the family whose prompt was revised (default {REVISED_FAMILY})")
     args, beam_args = parser.parse_known_args(argv)
 
     root = Path(args.output).resolve()
-    archive, job_out = root / "archive", root / "job"
-    truth = archive / "ground-truth.jsonl"
+    archive, run1, run2, backfill = root / "archive", root / "run1", root / "run2", root / "backfill"
+    truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
+    transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"
+    _fresh(run1, run2, backfill, imported_candidates, truth_backfill, root / "job")
     archive.mkdir(parents=True, exist_ok=True)
-    print(f"1/3 simulated producer -> {archive}")
+
+    print(f"1/6 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt)")
     simulated_producer.main([
         "--transcripts", str(args.transcripts or bundled_transcripts()),
-        "--transcripts-out", str(archive / "transcripts.jsonl.gz"),
+        "--transcripts-out", str(transcripts),
         "--candidates-out", str(archive / "candidates.jsonl.gz"),
         "--truth-out", str(truth),
         "--seed", str(args.seed),
         "--reconciliations",
+        "--revised-family", args.revised_family,
         *(["--candidates", str(args.candidates)] if args.candidates else []),
+        # Only the revision makes attempts stale here (user overrides come after and win).
+        "--defect-rate", "stale_prompt_fingerprint=0",
         *(option for rate in args.defect_rate for option in ("--defect-rate", rate)),
     ])
-    print(f"2/3 reprocess job -> {job_out}")
-    status = reprocess.main([
-        "--transcripts", str(archive / "transcripts.jsonl.gz"),
-        "--candidates", str(archive / "candidates.jsonl.gz"),
-        "--output", str(job_out),
-        "--output-format", args.output_format,
-        "--overwrite",  # the demo folder is the demo's own: a second `make demo` replaces the first
-        *beam_args,
-    ])
+    job = ["--transcripts", str(transcripts), "--output-format", args.output_format, "--refresh-stale", *beam_args]
+
+    print(f"2/6 reprocess job, run 1 (--refresh-stale) -> {run1}")
+    status = reprocess.main([*job, "--candidates", str(archive / "candidates.jsonl.gz"), "--output", str(run1)])
     if status != 0:
         return status
+    figures1 = _figures(run1, truth, run1 / "report.html", "run 1")
 
-    print("3/3 retry economy and report")
-    figures = retry_economy.load_figures(job_out, truth)
-    for line in retry_economy.summary_lines(figures):
-        print(f"  {line}")
-    retry_economy.write_json(figures, root / "retry_economy.json")
-    path = report.write_report(figures, root / "report.html")
-    print(f"report: {path}")
-    return 0 if figures.ok else 1
+    print(f"3/6 export-batch: the refresh requests -> {backfill / 'batch'}")
+    export = batch_export.run([
+        "--retry-requests", str(run1 / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
+        "--kinds", "refresh", "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
+        "--output", str(backfill / "batch"), *beam_args])
+    print("  " + batch_export.format_summary(export).replace("\n", "\n  "))
+
+    print(f"4/6 simulated batch provider answers under the current prompt -> {backfill / 'results'}")
+    results = backfill / "results" / "batch_output.jsonl"
+    simulated_batch.main(["--requests", str(backfill / "batch" / "requests-*"), "--transcripts", str(transcripts),
+                          "--results-out", str(results), "--truth-out", str(truth_backfill), "--seed", str(args.seed)])
+
+    print(f"5/6 import-batch -> {backfill / 'import'}; the answers join the archive")
+    imported = batch_import.run(["--provider", simulated_batch.PROVIDER, "--results", str(results),
+                                 "--requests", str(backfill / "batch" / "requests-*"),
+                                 "--output", str(backfill / "import")])
+    print("  " + batch_import.format_summary(imported).replace("\n", "\n  "))
+    FileSystems.copy([str(backfill / "import" / batch_import.CANDIDATES)], [str(imported_candidates)])
+    truth_all = backfill / "ground-truth.jsonl"
+    truth_all.write_bytes(truth.read_bytes() + truth_backfill.read_bytes())
+
+    print(f"6/6 reprocess job, run 2 -> {run2}")
+    status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--output", str(run2)])
+    if status != 0:
+        return status
+    figures2 = _figures(run2, truth_all, root / "report.html", "run 2")
+
+    manifest1, manifest2 = read_manifest(run1), read_manifest(run2)
+    for line in revision_lines(args.revised_family, manifest1, manifest2, imported["requests"]["imported"]):
+        print(line)
+    closed = revision_closed(args.revised_family, manifest1, manifest2)
+    if not closed:
+        print("the revision loop did not close (see the refresh section of the reports)")
+    return 0 if figures1.ok and figures2.ok and closed else 1
 
 
 if __name__ == "__main__":

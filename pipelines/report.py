@@ -156,6 +156,55 @@ def stale_section(manifest: Mapping[str, Any]) -> str:
                    + (bars(rows, "#6a1b9a", "stale candidates per family") if rows else ""))
 
 
+REFRESH_COLUMNS = (  # manifest key, column heading
+    ("slots_to_refresh", "slots to refresh"),
+    ("refresh_requests", "refresh requests"),
+    ("excerpt_chars", "excerpt characters"),
+    ("artifacts_current", "artifacts, current prompt"),
+    ("artifacts_stale", "artifacts, earlier prompt"),
+    ("current_over_stale", "current won over stale"),
+)
+
+
+def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
+    """Prompt revisions (SPEC §6.1): what rests on an earlier prompt, the backfill planned, what it changed."""
+    refresh = manifest.get("refresh")
+    if not refresh:
+        return section("refresh", "Backfill after a prompt revision", "<p>This run's manifest has no refresh counts.</p>")
+    by_family = refresh.get("by_family", {})
+    rows = [(family, counts) for family, counts in by_family.items() if any(counts.get(k) for k, _ in REFRESH_COLUMNS)]
+    accepted = int(refresh.get("artifacts_current", 0)) + int(refresh.get("artifacts_stale", 0))
+    cards = [figure(int(refresh.get("slots_to_refresh", 0)), "slots resting only on an earlier prompt"),
+             figure(int(refresh.get("refresh_requests", 0)), "refresh requests written"),
+             figure(f"{int(refresh.get('excerpt_chars', 0)):,}", "characters of excerpt they send"),
+             figure(f"{int(refresh.get('artifacts_current', 0))} of {accepted}", "artifacts from the current prompt"),
+             figure(int(refresh.get("current_over_stale", 0)), "current answers that replaced an earlier prompt's")]
+    body = ("<p>An attempt is current when its prompt and schema fingerprints are those of the installed assets, "
+            "stale otherwise. A passing current attempt wins over every passing stale one. A slot with no current "
+            "attempt that is neither deferred nor retried is a slot to refresh: with <code>--refresh-stale</code> it "
+            "gets one refresh request, the plain current prompt over its chunk, once per revision.</p>")
+    body += '<div class="figures">' + "".join(cards) + "</div>"
+    if rows:
+        head = "".join(f"<th>{e(title)}</th>" for _, title in REFRESH_COLUMNS)
+        table_rows = "".join(f"<tr><td>{e(family)}</td>" + "".join(f"<td>{int(counts.get(k, 0)):,}</td>"
+                                                                    for k, _ in REFRESH_COLUMNS) + "</tr>"
+                             for family, counts in rows)
+        body += (bars([(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
+                       if counts.get("slots_to_refresh")], "#00838f", "slots to refresh per family")
+                 + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{table_rows}</tbody></table>")
+    requests = int(refresh.get("refresh_requests", 0))
+    where = f"{output_dir.rstrip('/')}/retry_requests/"
+    if requests:
+        body += (f"<p>The {requests} refresh requests are rows of <code>{e(where)}</code> with "
+                 "<code>kind</code> <code>refresh</code>. Send them with "
+                 f"<code>notarius-reprocess export-batch --retry-requests '{e(where)}part-*' --kinds refresh "
+                 "--transcripts ... --provider P --model M --output DIR</code>, import the results with "
+                 "<code>import-batch</code>, add the candidates to the archive and run the job again.</p>")
+    elif refresh.get("slots_to_refresh") and not refresh.get("refresh_stale"):
+        body += "<p>No refresh request was written: run the job with <code>--refresh-stale</code> to plan them.</p>"
+    return section("refresh", "Backfill after a prompt revision", body)
+
+
 def top(counts: Mapping[str, int], limit: int = TOP_CATEGORIES) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
@@ -305,6 +354,7 @@ def render_report(figures: RunFigures) -> str:
         outcomes_section(manifest),
         conservation_section(manifest),
         stale_section(manifest),
+        refresh_section(manifest, figures.output_dir),
         defects_section(figures),
         canonicalization_section(figures),
         economy_section(figures),

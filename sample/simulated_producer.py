@@ -15,6 +15,12 @@ accepted chunk registry, the source-level reconciliation attempts
 order (`sample.sim_reconciliation`), with their proposal defects in the same
 ground truth. Off by default, so archives made without it stay per-chunk only.
 
+With `--revised-family F` the first attempt of every slot of family F was
+produced under the earlier prompt kept in `sample/prompts/F.v0.md`
+(`sample.revision`): its prompt fingerprint is that text's, so the job counts
+it as stale (SPEC §6.1); later attempts came after the revision. Only the
+fingerprint changes: responses, defects and ground truth are the same.
+
 Everything is deterministic: each source draws from an RNG seeded by
 (seed, source_id) and each slot from (seed, source_id, chunk_id, family), so
 the same arguments give byte-identical files, independent of input order.
@@ -22,7 +28,7 @@ the same arguments give byte-identical files, independent of input order.
     python -m sample.simulated_producer --transcripts FILE \\
         --candidates-out FILE --truth-out FILE [--transcripts-out FILE] \\
         [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
-        [--defect-rate NAME=P ...] [--reconciliations]
+        [--defect-rate NAME=P ...] [--reconciliations] [--revised-family F]
 
 Ground truth, one JSON line per candidate:
     {"candidate_id", "family", "source_id", "chunk_id", "attempt",
@@ -64,6 +70,7 @@ from sample.sim_reconciliation import inject as inject_reconciliation
 from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
 from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
                                 clean_records, inject)
+from sample.revision import earlier_fingerprints, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)
 from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
@@ -88,6 +95,8 @@ class ProducerConfig:
     keep_probability: float = 1.0   # fraction of slots produced (from --candidates)
     reconciliations: bool = False   # also write source-level reconciliation attempts
     reconciliation_rates: ReconciliationRates = field(default_factory=ReconciliationRates)
+    # Families whose first attempts were made under an earlier prompt (sample/prompts/<family>.v0.md).
+    revised_families: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +269,8 @@ class SimulatedProducer:
     def envelope(self, source_id: str, chunk_id: str, family: str, attempt: int,
                  raw_response: str, kinds: Sequence[DefectKind], slot_seed: int) -> dict:
         prompt, schema = self.fingerprints(family)
+        if attempt == 1 and family in self.config.revised_families:
+            prompt, schema = earlier_fingerprints(family)
         if DefectKind.STALE_PROMPT_FINGERPRINT in kinds:
             prompt = stale_fingerprint(prompt, family)
         return {"candidate_id": candidate_id(source_id, chunk_id, family, attempt),
@@ -394,6 +405,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="override a DefectRates or AttemptModel field (repeatable)")
     parser.add_argument("--reconciliations", action="store_true",
                         help="also write source-level registry reconciliation attempts (chunk_id '*')")
+    parser.add_argument("--revised-family", action="append", default=[], metavar="FAMILY",
+                        choices=revisable_families(),
+                        help="first attempts of this family were made under its earlier prompt "
+                             "(sample/prompts/FAMILY.v0.md) and are stale for the job (repeatable)")
     parser.add_argument("--fingerprints", default=DEFAULT_FINGERPRINTS, metavar="MODULE:FUNC",
                         help="callable family -> (prompt_fingerprint, schema_fingerprint)")
     return parser.parse_args(argv)
@@ -422,7 +437,8 @@ def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = 
     config = ProducerConfig(seed=args.seed, rates=rates, attempts=attempts,
                             keep_probability=sizing.keep_probability,
                             reconciliations=args.reconciliations,
-                            reconciliation_rates=reconciliation_rates)
+                            reconciliation_rates=reconciliation_rates,
+                            revised_families=frozenset(args.revised_family))
     if args.candidates and sizing.expected_candidates < 0.9 * args.candidates:
         print(f"note: about {sizing.expected_candidates:.0f} candidates fit in "
               f"{sizing.source_count} sources; raise --sources or --min-units for more",
