@@ -56,14 +56,13 @@ def _fresh(*paths: Path) -> None:
             path.unlink()
 
 
-def _figures(job_out: Path, truth: Path, report_path: Path, label: str) -> retry_economy.RunFigures:
+def _figures(job_out: Path, truth: Path, folder: Path) -> retry_economy.RunFigures:
+    """Retry economy and report of one run, written to ``folder``."""
     figures = retry_economy.load_figures(job_out, truth)
-    print(f"  {label}:")
     for line in retry_economy.summary_lines(figures):
-        print(f"    {line}")
-    retry_economy.write_json(figures, job_out.parent / f"retry_economy.{label}.json" if label == "run 1"
-                             else job_out.parent / "retry_economy.json")
-    print(f"  report: {report.write_report(figures, report_path)}")
+        print(f"  {line}")
+    retry_economy.write_json(figures, folder / "retry_economy.json")
+    print(f"  report: {report.write_report(figures, folder / 'report.html')}")
     return figures
 
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     status = reprocess.main([*job, "--candidates", str(archive / "candidates.jsonl.gz"), "--output", str(run1)])
     if status != 0:
         return status
-    figures1 = _figures(run1, truth, run1 / "report.html", "run 1")
+    figures1 = _figures(run1, truth, run1)
 
     print(f"3/6 export-batch: the refresh requests -> {backfill / 'batch'}")
     export = batch_export.run([
@@ -155,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--output", str(run2)])
     if status != 0:
         return status
-    figures2 = _figures(run2, truth_all, root / "report.html", "run 2")
+    figures2 = _figures(run2, truth_all, root)
 
     manifest1, manifest2 = read_manifest(run1), read_manifest(run2)
     for line in revision_lines(args.revised_family, manifest1, manifest2, imported["requests"]["imported"]):

@@ -34,6 +34,11 @@ def earlier_prompt(family: str) -> bytes:
     return compose_text(text)
 
 
+def earlier_prompt_fingerprint(family: str) -> str:
+    """The prompt fingerprint of attempts made before the revision (the LLM schema did not change)."""
+    return fingerprint(earlier_prompt(family))
+
+
 def earlier_fingerprints(family: str) -> tuple[str, str]:
-    """(prompt, LLM schema) fingerprints of attempts made before the revision: the schema did not change."""
-    return fingerprint(earlier_prompt(family)), current_fingerprints(family)[1]
+    """(prompt, LLM schema) fingerprints of attempts made before the revision, against the installed schema."""
+    return earlier_prompt_fingerprint(family), current_fingerprints(family)[1]

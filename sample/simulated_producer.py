@@ -70,7 +70,7 @@ from sample.sim_reconciliation import inject as inject_reconciliation
 from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
 from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
                                 clean_records, inject)
-from sample.revision import earlier_fingerprints, revisable_families
+from sample.revision import earlier_prompt_fingerprint, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)
 from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
@@ -270,7 +270,7 @@ class SimulatedProducer:
                  raw_response: str, kinds: Sequence[DefectKind], slot_seed: int) -> dict:
         prompt, schema = self.fingerprints(family)
         if attempt == 1 and family in self.config.revised_families:
-            prompt, schema = earlier_fingerprints(family)
+            prompt = earlier_prompt_fingerprint(family)
         if DefectKind.STALE_PROMPT_FINGERPRINT in kinds:
             prompt = stale_fingerprint(prompt, family)
         return {"candidate_id": candidate_id(source_id, chunk_id, family, attempt),

@@ -1,4 +1,6 @@
-"""`make demo` at small scale: simulated archive -> job (Avro) -> retry economy -> HTML report."""
+"""`make demo` at small scale: simulated archive with a prompt revision -> run 1 (Avro, --refresh-stale)
+-> export-batch -> simulated batch provider -> import-batch -> run 2 -> retry economy -> HTML reports.
+This is the end-to-end test of the three runs of a backfill (SPEC §6.1)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import orjson
 import pytest
 
 from pipelines import demo
-from pipelines.outputs import read_manifest
+from domain.assets import current_fingerprints
+from pipelines.outputs import read_manifest, read_rows
+from sample.revision import earlier_fingerprints
 from test_report import SECTIONS
 
 # A couple of hundred candidates from the bundled sample, with failures made common
@@ -31,9 +35,12 @@ def test_demo_succeeds_and_writes_everything(demo_run):
     status, root, _ = demo_run
     assert status == 0
     for path in ("archive/transcripts.jsonl.gz", "archive/candidates.jsonl.gz", "archive/ground-truth.jsonl",
-                 "job/manifest.json", "retry_economy.json", "report.html"):
+                 "run1/manifest.json", "run1/report.html", "run1/retry_economy.json",
+                 "backfill/batch/export_manifest.json", "backfill/import/import_manifest.json",
+                 "archive/candidates-backfill.jsonl", "run2/manifest.json", "retry_economy.json", "report.html"):
         assert (root / path).is_file(), path
-    assert read_manifest(root / "job")["conservation"]["holds"]
+    for run in ("run1", "run2"):
+        assert read_manifest(root / run)["conservation"]["holds"]
 
 
 def test_demo_prints_the_figures_and_the_report_path(demo_run):
@@ -70,3 +77,49 @@ def test_demo_report_has_every_section(demo_run):
     for anchor in SECTIONS:
         assert f'<section id="{anchor}">' in html
     assert "<script" not in html and '<span class="ok">holds</span>' in html
+
+
+# --- the prompt revision, end to end -----------------------------------------------------
+
+def test_run1_counts_the_revised_family_stale_and_plans_one_refresh_per_slot(demo_run):
+    _, root, _ = demo_run
+    manifest = read_manifest(root / "run1")
+    spells = manifest["refresh"]["by_family"]["spells"]
+    assert manifest["outcomes"]["spells"]["stale"] > 0 and manifest["refresh"]["refresh_stale"] is True
+    assert spells["refresh_requests"] == spells["slots_to_refresh"] > 0
+    # Only the revision made attempts stale in this archive: nothing else to refresh.
+    assert manifest["refresh"]["refresh_requests"] == spells["refresh_requests"]
+    requests = read_rows(root / "run1" / "retry_requests")
+    refresh = [r for r in requests if r["kind"] == "refresh"]
+    assert len(refresh) == spells["refresh_requests"] and {r["family"] for r in refresh} == {"spells"}
+    assert all(r["correction_guidance"] == "" for r in refresh)
+    slots = [(r["family"], r["source_id"], r["chunk_id"]) for r in requests]
+    assert len(slots) == len(set(slots))  # never two requests for one slot
+
+
+def test_the_backfill_goes_through_the_provider_files_and_comes_back_current(demo_run):
+    _, root, _ = demo_run
+    export = orjson.loads((root / "backfill" / "batch" / "export_manifest.json").read_bytes())
+    imported = orjson.loads((root / "backfill" / "import" / "import_manifest.json").read_bytes())
+    refreshes = read_manifest(root / "run1")["refresh"]["refresh_requests"]
+    assert export["exported_by_kind"] == {"retry": 0, "refresh": refreshes} and export["conservation"]["holds"]
+    assert imported["requests"]["imported"] == refreshes and imported["conservation"]["holds"]
+    current = current_fingerprints("spells")
+    for line in (root / "archive" / "candidates-backfill.jsonl").read_bytes().splitlines():
+        candidate = orjson.loads(line)
+        assert (candidate["prompt_fingerprint"], candidate["schema_fingerprint"]) == current
+
+
+def test_run2_accepts_the_current_attempts_over_the_earlier_prompts(demo_run):
+    _, root, printed = demo_run
+    run1, run2 = read_manifest(root / "run1"), read_manifest(root / "run2")
+    before, after = run1["refresh"]["by_family"]["spells"], run2["refresh"]["by_family"]["spells"]
+    assert after["current_over_stale"] == before["refresh_requests"]  # every refreshed accepted slot switched
+    assert after["artifacts_stale"] == 0 and after["artifacts_current"] == run2["outcomes"]["spells"]["accepted"]
+    assert after["refresh_requests"] == 0 and after["slots_to_refresh"] == 0  # once per revision
+    earlier = earlier_fingerprints("spells")[0]
+    artifacts = read_rows(root / "run2" / "artifacts" / "spells")
+    assert artifacts and all(a["provenance"]["prompt_fingerprint"] != earlier for a in artifacts)
+    assert f"run 2: {after['artifacts_current']} of {after['artifacts_current']} artifacts from the revised prompt" in printed
+    html = (root / "report.html").read_text(encoding="utf-8")
+    assert '<section id="refresh">' in html and "artifacts from the current prompt" in html

@@ -223,3 +223,18 @@ def test_request_rows_of_both_kinds_match_the_generated_schemas():
     buffer = io.BytesIO()
     fastavro.writer(buffer, schema, rows)
     assert list(fastavro.reader(io.BytesIO(buffer.getvalue()))) == rows
+
+
+def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_are():
+    from pipelines.report import refresh_section
+
+    result = run([(1, True, False)], refresh=True)
+    manifest = build_manifest({**result.counts, "candidates_in": 1}, options={"refresh_stale": True}, runner="t")
+    html = refresh_section(manifest, "out/<run>")
+    chars = manifest["refresh"]["excerpt_chars"]
+    assert '<section id="refresh">' in html and "<td>spells</td>" in html
+    assert f"<td>{chars:,}</td>" in html and "refresh requests written" in html
+    assert "out/&lt;run&gt;/retry_requests/" in html and "--kinds refresh" in html and "<run>" not in html
+    planned = build_manifest({**run([(1, True, False)]).counts, "candidates_in": 1}, options={}, runner="t")
+    assert "run the job with <code>--refresh-stale</code>" in refresh_section(planned, "out")
+    assert "no refresh counts" in refresh_section({}, "out")
