@@ -254,7 +254,7 @@ def format_summary(manifest: dict) -> str:
     kinds = ", ".join(f"{n} {kind}" for kind, n in manifest.get("exported_by_kind", {}).items())
     lines.append(f"{manifest['provider']} / {manifest['model']}: {c['exported']} requests ({kinds}) "
                  f"in {len(manifest['files'])} file(s)")
-    lines.append(f"conservation: {c['retry_requests_in']} retry requests in = {c['exported']} exported + "
+    lines.append(f"conservation: {c['retry_requests_in']} requests in = {c['exported']} exported + "
                  f"{c['dead_letters']} dead letters + {c['filtered']} filtered -> {'holds' if c['holds'] else 'DOES NOT HOLD'}")
     if manifest["stale"]:
         lines.append(f"{manifest['stale']} request(s) were built under older prompt or schema fingerprints; "

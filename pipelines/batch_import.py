@@ -167,7 +167,8 @@ def format_summary(manifest: dict) -> str:
         f"{c['expired']} expired + {c['canceled']} canceled + {c['missing']} missing -> "
         f"{'holds' if c['holds'] else 'DOES NOT HOLD'}",
         f"imported: {endings['complete']} complete, {endings['refused']} refused, {endings['truncated']} truncated "
-        "(refused and truncated answers are kept; the job will reject them with guidance)",
+        "(refused and truncated answers are kept; the job will reject them with guidance); by request kind: "
+        + (", ".join(f"{n} {kind}" for kind, n in manifest.get("imported_by_kind", {}).items()) or "none"),
         "result lines: " + ", ".join(f"{n} {kind}" for kind, n in manifest["result_lines"].items() if n),
         f"candidates: {manifest['outputs']['candidates']}; to resubmit: {manifest['outputs']['not_imported']} "
         f"({sum(len(v) for v in manifest['not_imported'].values())} ids)",

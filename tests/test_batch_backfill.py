@@ -144,3 +144,25 @@ def test_the_export_manifest_counts_lines_per_kind(run1):
                                      options={"provider": "openai-chat", "model": "m"}, runner="test")
     assert manifest["exported_by_kind"] == {"retry": 1, "refresh": 1}
     assert manifest["conservation"]["holds"] and manifest["inputs"]["registry_artifacts_used"] == 2
+
+
+def test_the_import_ledger_counts_imported_requests_per_kind():
+    from domain.batch.ledger import ImportLedger, parse_index_row
+    from domain.batch.providers import PROVIDERS
+
+    fp = "sha256:" + "a" * 64
+    rows = [orjson.dumps({"line": n, "request_id": f"r-{n}", "kind": kind, "wire_id": f"r-{n}", "family": "spells",
+                          "source_id": SOURCE, "chunk_id": "x-1", "attempt": 2, "provider": "anthropic", "model": "m",
+                          "prompt_fingerprint": fp, "schema_fingerprint": fp, "line_sha256": "0" * 64})
+            for n, kind in ((1, "refresh"), (2, "refresh"), (3, "retry"))]
+    exported = [parse_index_row(raw, "index") for raw in rows]
+    legacy = orjson.loads(rows[2])
+    del legacy["kind"]
+    assert parse_index_row(orjson.dumps(legacy), "index").kind == "retry"
+    ledger = ImportLedger(PROVIDERS["anthropic"], exported)
+    for rid in ("r-1", "r-3"):
+        message = {"id": "msg", "type": "message", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "{}"}],
+                   "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+        _, candidate = ledger.add("f", 1, orjson.dumps({"custom_id": rid, "result": {"type": "succeeded", "message": message}}))
+        assert candidate["prompt_fingerprint"] == fp  # what was sent: current when exported
+    assert ledger.summary()["imported_by_kind"] == {"refresh": 1, "retry": 1}

@@ -65,6 +65,7 @@ class ExportedRequest:
     line_sha256: str
     line: int
     content_key: str | None = None
+    kind: str = "retry"  # retry or refresh (SPEC §6.1); indexes written before kinds existed hold retries
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
@@ -73,7 +74,7 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
         values = {name: row[name] for name in _INDEX_FIELDS}
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise ExportIndexError(f"{where}: not an export index row ({type(exc).__name__}: {exc})") from None
-    return ExportedRequest(**values, content_key=row.get("content_key"))
+    return ExportedRequest(**values, content_key=row.get("content_key"), kind=row.get("kind", "retry"))
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
@@ -180,6 +181,8 @@ class ImportLedger:
         return {
             "exported": len(classes),
             "requests": per_class,
+            "imported_by_kind": dict(sorted(Counter(self.requests[rid].kind for rid, c in classes.items()
+                                                    if c == IMPORTED).items())),
             "unanswered_counted_as": self.unanswered,
             "imported_endings": {ending: sum(1 for e in self.endings.values() if e == ending)
                                  for ending in (COMPLETE, REFUSED, TRUNCATED)},
