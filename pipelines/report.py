@@ -172,7 +172,9 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
     if not refresh:
         return section("refresh", "Backfill after a prompt revision", "<p>This run's manifest has no refresh counts.</p>")
     by_family = refresh.get("by_family", {})
-    rows = [(family, counts) for family, counts in by_family.items() if any(counts.get(k) for k, _ in REFRESH_COLUMNS)]
+    # Families touched by a revision: something stale, refreshed or replaced (the others are all current).
+    touched = ("slots_to_refresh", "refresh_requests", "artifacts_stale", "current_over_stale")
+    rows = [(family, counts) for family, counts in by_family.items() if any(counts.get(k) for k in touched)]
     accepted = int(refresh.get("artifacts_current", 0)) + int(refresh.get("artifacts_stale", 0))
     cards = [figure(int(refresh.get("slots_to_refresh", 0)), "slots resting only on an earlier prompt"),
              figure(int(refresh.get("refresh_requests", 0)), "refresh requests written"),
@@ -189,8 +191,10 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
         table_rows = "".join(f"<tr><td>{e(family)}</td>" + "".join(f"<td>{int(counts.get(k, 0)):,}</td>"
                                                                     for k, _ in REFRESH_COLUMNS) + "</tr>"
                              for family, counts in rows)
-        body += (bars([(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
-                       if counts.get("slots_to_refresh")], "#00838f", "slots to refresh per family")
+        to_refresh = [(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
+                      if counts.get("slots_to_refresh")]
+        body += ((bars(to_refresh, "#00838f", "slots to refresh per family") if to_refresh else "")
+                 + "<p>Families with attempts under an earlier prompt:</p>"
                  + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{table_rows}</tbody></table>")
     requests = int(refresh.get("refresh_requests", 0))
     where = f"{output_dir.rstrip('/')}/retry_requests/"

@@ -166,3 +166,18 @@ def test_the_import_ledger_counts_imported_requests_per_kind():
         _, candidate = ledger.add("f", 1, orjson.dumps({"custom_id": rid, "result": {"type": "succeeded", "message": message}}))
         assert candidate["prompt_fingerprint"] == fp  # what was sent: current when exported
     assert ledger.summary()["imported_by_kind"] == {"refresh": 1, "retry": 1}
+
+
+def test_export_finds_the_runs_registry_artifacts_beside_its_retry_requests():
+    from pipelines.batch_export import parser, parse_kinds, registries_glob
+
+    base = ["--transcripts", "t", "--provider", "openai-chat", "--model", "m", "--output", "o"]
+    args = parser().parse_args(["--retry-requests", "gs://b/out/run1/retry_requests/part-*", *base])
+    assert registries_glob(args) == "gs://b/out/run1/artifacts/*-registry/part-*"
+    args = parser().parse_args(["--retry-requests", "rows/*.jsonl", *base])
+    assert registries_glob(args) is None
+    args = parser().parse_args(["--retry-requests", "out/retry_requests/part-*", "--registries", "reg/*", *base])
+    assert registries_glob(args) == "reg/*"
+    assert parse_kinds("refresh, retry") == {"retry", "refresh"} and parse_kinds(None) is None
+    with pytest.raises(SystemExit, match="unknown kind"):
+        parse_kinds("retry,fix")
