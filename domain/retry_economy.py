@@ -537,6 +537,13 @@ class RetryEconomy:
         return not self.leaks and self.coverage.ok
 
 
+def retry_requests_only(requests: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The retries among the request rows: a refresh request (SPEC §6.1) re-extracts a slot after a
+    prompt revision and corrects nothing, so recall and one-request-per-failing-slot ignore it.
+    Rows written before ``kind`` existed are retries."""
+    return [row for row in requests if row.get("kind", "retry") == "retry"]
+
+
 def retry_economy(
     truth_rows: Iterable[TruthRow],
     evaluations: Sequence[Mapping[str, Any]],
@@ -545,6 +552,7 @@ def retry_economy(
     vocabulary: DefectVocabulary,
 ) -> RetryEconomy:
     truth = {row.candidate_id: row for row in truth_rows}
+    requests = retry_requests_only(requests)
     return RetryEconomy(
         recall=defect_recall(requests, truth, vocabulary),
         leaks=leaks_in(requests, internal_tokens(evaluations, requests)),

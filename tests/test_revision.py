@@ -238,3 +238,17 @@ def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_
     planned = build_manifest({**run([(1, True, False)]).counts, "candidates_in": 1}, options={}, runner="t")
     assert "run the job with <code>--refresh-stale</code>" in refresh_section(planned, "out")
     assert "no refresh counts" in refresh_section({}, "out")
+
+
+def test_the_retry_economy_and_the_report_examples_ignore_refresh_requests():
+    from domain.retry_economy import Slot, TruthRow, retry_economy, retry_requests_only
+    from pipelines.report import example_requests
+    from pipelines.retry_economy import SIMULATED_VOCABULARY
+
+    result = run([(1, True, False)], refresh=True)
+    (refresh,) = result.retry_requests
+    truth = [TruthRow("c-0", Slot(SOURCE, "x-1", "spells"), 1, (), True)]
+    economy = retry_economy(truth, result.evaluations, result.retry_requests, 3, SIMULATED_VOCABULARY)
+    assert economy.coverage.ok and economy.coverage.unexpected_requests == ()
+    assert retry_requests_only([refresh, {"request_id": "old"}]) == [{"request_id": "old"}]
+    assert example_requests([refresh]) == []
