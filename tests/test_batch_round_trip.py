@@ -1,10 +1,12 @@
-"""The loop closed for every provider: the job's retry requests -> export-batch ->
+"""The loop closed for every provider: the job's retry and refresh requests -> export-batch ->
 a fake provider (files only) -> import-batch -> the job again, which accepts the
 corrected slots; the ledger accounts for every request exported.
 
 The fixture archive gets a few more failing slots so that one batch holds every
 fate: corrected answers, a refusal, a truncation, a failure, an expired, a
-cancelled and a missing request.
+cancelled and a missing request. The job runs with ``--refresh-stale``: the
+fixture's spells slot x-1 rests only on attempts under an earlier prompt, so its
+refresh request travels the same loop, and its current answer wins in run 2.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import fake_provider as fake
 from domain.assets import current_fingerprints
 from domain.batch.providers import PROVIDERS
 from domain.families import FAMILIES
-from fixture_archive import candidate, write_archive
+from fixture_archive import GOOD_FIREBALL, candidate, write_archive
 from output_reader import read_outputs
 from pipelines import batch_import, reprocess
 from test_batch_provider_shapes import check_request_line
@@ -49,8 +51,12 @@ ANSWERS = {
     ("combat-turns", S1, "x-1"): turn("Grog", 10, 3),
     ("combat-turns", S1, "x-2"): turn("Grog", 20, 1),
     ("combat-turns", S1, "x-3"): turn("Vex", 50, 30),
+    # The refresh of a slot whose attempts are all stale (SPEC 6.1): a new extraction, no guidance.
+    ("spells", S1, "x-1"): orjson.dumps(GOOD_FIREBALL).decode(),
 }
+REFRESHED = ("spells", S1, "x-1")
 FATES = {
+    REFRESHED: fake.ANSWER,
     ("spells", S1, "x-3"): fake.ANSWER,
     ("npc-occurrences", S1, "x-2"): fake.ANSWER,
     ("combat-turns", S1, "x-1"): fake.ANSWER,
@@ -76,14 +82,14 @@ def expected_class(provider: str, fate: str) -> str:
 
 def extra_failing_candidates() -> list[dict]:
     """Attempt-1 candidates that fail (not JSON), one per extra slot: each earns a retry request."""
-    slots = [slot for slot in FATES if slot[:3] not in (("spells", S1, "x-3"), ("npc-occurrences", S1, "x-2"))]
+    slots = [slot for slot in FATES if slot[:3] not in (("spells", S1, "x-3"), ("npc-occurrences", S1, "x-2"), REFRESHED)]
     return [candidate(f"c-batch-{n}", family, source, chunk, 1, None, raw="not json")
             for n, (family, source, chunk) in enumerate(slots)]
 
 
 def run_job(archive_dir: Path, out: Path) -> dict:
     argv = ["--transcripts", str(archive_dir / "transcripts-*"), "--candidates", str(archive_dir / "candidates-*"),
-            "--output", str(out), "--output-format", "jsonl"]
+            "--output", str(out), "--output-format", "jsonl", "--refresh-stale"]
     assert reprocess.main(argv) == 0
     return read_outputs(out)
 
@@ -168,6 +174,8 @@ def rows_of(path: Path) -> list[dict]:
 
 def test_the_archive_yields_a_retry_request_for_every_planned_slot(world):
     assert set(FATES) <= set(world["exportable"])
+    kinds = {slot: r["kind"] for slot, r in world["retry"].items()}
+    assert kinds[REFRESHED] == "refresh" and sum(k == "refresh" for k in kinds.values()) == 1
 
 
 @pytest.mark.parametrize("provider", PROVIDER_NAMES)
@@ -179,6 +187,7 @@ def test_export_writes_one_valid_line_per_exportable_request(world, exports, pro
     assert len(dead) == c["dead_letters"] == 0
     assert any(FAMILIES[family].chunk_kind == "source" for family, _, _ in world["exportable"])
     assert manifest["inputs"]["registry_artifacts_used"] > 0  # found beside run1's retry_requests/
+    assert manifest["exported_by_kind"] == {"retry": len(world["retry"]) - 1, "refresh": 1}
     lines = [orjson.loads(raw) for raw in (folder / "requests-00000-of-00001.jsonl").read_bytes().splitlines()]
     index = rows_of(folder / "requests-00000-of-00001.index.jsonl")
     assert [row["line"] for row in index] == list(range(1, len(lines) + 1))
@@ -190,6 +199,7 @@ def test_export_writes_one_valid_line_per_exportable_request(world, exports, pro
             request["family"], request["source_id"], request["chunk_id"], request["attempt"])
         text = orjson.dumps(line).decode()
         assert orjson.dumps(request["correction_guidance"]).decode()[1:-1] in text  # the guidance, verbatim
+        assert row["kind"] == request["kind"] and ("validator_feedback" in text) == (request["kind"] == "retry")
 
 
 # --- import -----------------------------------------------------------------------------
@@ -308,6 +318,10 @@ def test_the_job_accepts_the_corrected_slots(world, imports, second_run):
     for cid, cand in imported.items():
         if FATES[(cand["family"], cand["source_id"], cand["chunk_id"])] in (fake.REFUSE, fake.TRUNCATE):
             assert verdicts[cid] == "rejected"  # kept, and failed honestly
+    # The refreshed slot: the current answer replaced the stale attempt that had been accepted.
+    stale = [e for e in second_run["evaluations"]
+             if (e["family"], e["source_id"], e["chunk_id"]) == REFRESHED and e["candidate_id"] not in imported]
+    assert stale and all(e["verdict"] == "superseded" for e in stale)
 
 
 def test_slots_without_an_answer_get_their_retry_request_again(world, second_run):
