@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain.assets import current_fingerprints
 from domain.batch.export import ExportConfig, build_export_manifest, export_source
-from domain.batch.providers import RequestSettings
+from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.reprocess import RunConfig, process_source
 
 SOURCE = "crd3:B"
@@ -181,3 +183,45 @@ def test_export_finds_the_runs_registry_artifacts_beside_its_retry_requests():
     assert parse_kinds("refresh, retry") == {"retry", "refresh"} and parse_kinds(None) is None
     with pytest.raises(SystemExit, match="unknown kind"):
         parse_kinds("retry,fix")
+
+
+# --- every request the job writes becomes a line, for every provider -------------------------
+
+FAMILY_RESPONSES = {  # family -> (chunk, a passing response)
+    "npc-registry": ("x-1", {"npcs": [npc("Kima", 5, 5), npc("Pike", 8, 2)]}),
+    "spells": ("x-2", {"spells": []}),
+    "combat-turns": ("x-1", {"turns": []}),
+    "enemy-events": ("x-2", {"events": []}),
+    "npc-occurrences": ("x-1", {"occurrences": [{"npc_name": "Kima", "kind": "present",
+                                                 "evidence": [{"start_unit_id": 5, "end_unit_id": 5}]}]}),
+    "npc-reconciliation": ("*", {"entities": [{"name": "Kima", "aliases": [], "description": "A paladin.",
+                                               "member_labels": ["E2"]},
+                                              {"name": "Pike", "aliases": [], "description": "A cleric.",
+                                               "member_labels": ["E1"]}]}),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(plan=st.dictionaries(st.sampled_from(sorted(FAMILY_RESPONSES)),
+                            st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=3), min_size=1),
+       provider=st.sampled_from(sorted(PROVIDERS)))
+def test_every_request_the_job_writes_is_exported_for_every_provider(plan, provider):
+    """Generated slots (each attempt passing or not, current or stale), decided with --refresh-stale: each
+    retry and refresh request, reconciliations included, becomes one line the provider's own types accept."""
+    from test_batch_provider_shapes import check_request_line
+
+    lines = []
+    for family, attempts in sorted(plan.items()):
+        chunk, response = FAMILY_RESPONSES[family]
+        for n, (passes, stale) in enumerate(attempts, start=1):
+            lines.append(cand(f"c-{family}-{n}", family, chunk, n, response if passes else "not json", stale=stale))
+    result = process_source(SOURCE, [TRANSCRIPT], lines, RunConfig(refresh_stale=True))
+    requests = [orjson.dumps(r) for r in result.retry_requests]
+    settings_ = RequestSettings("m", 100)
+    rows, dead, counts = export_source(SOURCE, [TRANSCRIPT], requests,
+                                       config(provider_name=provider, settings=settings_), registry_lines(result))
+    assert dead == [] and len(rows) == len(requests)
+    assert {r["index"]["request_id"]: r["index"]["kind"] for r in rows} == {
+        r["request_id"]: r["kind"] for r in result.retry_requests}
+    for row in rows:
+        assert check_request_line(provider, orjson.loads(row["line"])) == [], row["index"]
