@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 
 import orjson
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
