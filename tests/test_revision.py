@@ -241,7 +241,7 @@ def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_
 
 def test_the_retry_economy_and_the_report_examples_ignore_refresh_requests():
     from domain.retry_economy import Slot, TruthRow, retry_economy, retry_requests_only
-    from pipelines.report import example_requests
+    from domain.run_summary import summarize_run
     from pipelines.retry_economy import SIMULATED_VOCABULARY
 
     result = run([(1, True, False)], refresh=True)
@@ -250,4 +250,5 @@ def test_the_retry_economy_and_the_report_examples_ignore_refresh_requests():
     economy = retry_economy(truth, result.evaluations, result.retry_requests, 3, SIMULATED_VOCABULARY)
     assert economy.coverage.ok and economy.coverage.unexpected_requests == ()
     assert retry_requests_only([refresh, {"request_id": "old"}]) == [{"request_id": "old"}]
-    assert example_requests([refresh]) == []
+    summary = summarize_run(lambda: result.evaluations, lambda: result.retry_requests)
+    assert summary.examples == ()
