@@ -34,7 +34,7 @@ from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, 
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
+from transforms.read import DEAD, KEYED, ReadKeyedRecords, reading_progress, absolute_pattern
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
 from domain.schemagen import arrow_schema_path
 from transforms.write import WriteRows, WriteRowsByKey, arrow_schema, join_path, write_json_document
@@ -71,10 +71,12 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
 
     transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
         opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes,
-        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA))
+        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA),
+        progress=reading_progress(INPUT_TRANSCRIPTS, opts.progress_seconds))
     candidates = pipeline | "ReadCandidates" >> ReadKeyedRecords(
         opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes,
-        fields=input_field_shape(CANDIDATE_INPUT_SCHEMA))
+        fields=input_field_shape(CANDIDATE_INPUT_SCHEMA),
+        progress=reading_progress(INPUT_CANDIDATES, opts.progress_seconds))
 
     inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_CANDIDATES: candidates}
     if opts.prior_registries:

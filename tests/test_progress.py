@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,18 @@ def test_lines_are_at_least_one_interval_apart_and_the_tally_is_exact(steps, int
     assert len(lines) == (len(emitted_at) + 1 if emitted_at else 0)
 
 
+def test_records_of_a_key_in_progress_are_tallied_without_finishing_it():
+    clock, lines = Clock(), []
+    t = ProgressSpec("files", ("records",), 5.0, ("reading candidates", "read candidates")).tracker(clock, lines.append)
+    for _ in range(3):  # one large file, ticked while it is read
+        clock.now += 3.0
+        t.add({"records": 1000}, keys=0)
+    t.add({"records": 10})
+    t.finish()
+    assert lines == ["reading candidates: 0 files, 2,000 records in 6.0 s (333 records/s)",
+                     "read candidates 1 files, 3,010 records in 9.0 s (334 records/s)"]
+
+
 def test_interval_zero_never_logs():
     t, clock, lines = tracker(0)
     for _ in range(5):
@@ -95,7 +108,14 @@ def test_the_job_logs_progress_on_stderr_and_leaves_stdout_alone(archive, tmp_pa
     chatty = job(archive, tmp_path / "chatty", "--progress-seconds", "0.000001")
     progress = [line for line in chatty.stderr.splitlines() if " progress (pid " in line]
     assert any("processing: " in line and " sources, " in line and "candidates/s)" in line for line in progress)
-    assert progress[-1].split(": ", 1)[1].startswith("processed 4 sources, 27 candidates")
+    messages = [line.split(": ", 1)[1] for line in progress]
+    assert [m for m in messages if m.startswith("processed ")][-1].startswith("processed 4 sources, 27 candidates")
+    # Reading says how far it got too (a long read phase is not silent), counting every record read.
+    manifest = json.loads((tmp_path / "chatty" / "manifest.json").read_text())
+    read_lines = [m for m in messages if m.startswith("read candidates ")]
+    assert read_lines and read_lines[-1].startswith(
+        f"read candidates {len(list(Path(archive['candidates']).parent.glob('candidates*')))} files, "
+        f"{manifest['inputs']['candidates']:,} records")
     assert not [line for line in quiet.stderr.splitlines() if " progress (pid " in line]
     assert chatty.stdout.replace("chatty", "quiet") == quiet.stdout  # the summary does not change
     assert "processing:" not in chatty.stdout and "candidates/s" not in chatty.stdout

@@ -45,6 +45,8 @@ class ProgressSpec:
     unit: str = "keys"  # what one key is, plural ("sources")
     counted: tuple[str, ...] = ()  # input names whose records are counted ("candidates",)
     interval_s: float = DEFAULT_INTERVAL_S  # 0 or less: never log
+    # What a line says the worker is doing, and has done: ("reading candidates", "read candidates").
+    activity: tuple[str, str] = ("processing", "processed")
 
     def tracker(self, clock: Callable[[], float] = time.monotonic,
                 emit: Callable[[str], None] | None = None) -> "ProgressTracker":
@@ -69,9 +71,9 @@ class ProgressTracker:
         self.started = self.clock()
         self.last = self.latest = self.started
 
-    def add(self, sizes: Mapping[str, int]) -> None:
-        """One key done, with its number of records per input."""
-        self.keys += 1
+    def add(self, sizes: Mapping[str, int], keys: int = 1) -> None:
+        """``keys`` keys done (0: records of a key still in progress), with their records per input."""
+        self.keys += keys
         for name in self.spec.counted:
             self.records[name] = self.records.get(name, 0) + sizes.get(name, 0)
         if self.spec.interval_s <= 0:
@@ -94,7 +96,7 @@ class ProgressTracker:
         parts += [f"{self.records.get(name, 0):,} {name}" for name in self.spec.counted]
         rate_of = self.spec.counted[0] if self.spec.counted else self.spec.unit
         rate = (self.records.get(rate_of, 0) if self.spec.counted else self.keys) / elapsed
-        head = "processed" if done else "processing:"
+        head = self.spec.activity[1] if done else f"{self.spec.activity[0]}:"
         return f"{head} {', '.join(parts)} in {elapsed:,.1f} s ({rate:,.0f} {rate_of}/s)"
 
 

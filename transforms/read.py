@@ -36,6 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain.records import dead_letter_row, unreadable_file_key
+from transforms.progress import ProgressSpec
 
 KEYED = "keyed"
 DEAD = "dead"
@@ -47,6 +48,14 @@ _READ_BLOCK = 1 << 20
 # Pending keyed bytes of one file before its blocks are flushed; dead letters per block.
 BLOCK_BYTES = 16 << 20
 DEAD_BLOCK_ROWS = 1000
+# Reading progress: files done and records read, tallied every PROGRESS_RECORDS records of a file.
+RECORDS = "records"
+PROGRESS_RECORDS = 16384
+
+
+def reading_progress(input_name: str, interval_s: float) -> ProgressSpec:
+    """Progress lines for reading one input ("reading candidates: 3 files, 49,152 records ...")."""
+    return ProgressSpec("files", (RECORDS,), interval_s, (f"reading {input_name}", f"read {input_name}"))
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -172,21 +181,31 @@ class _Blocks:
 class _ReadAndKey(beam.DoFn):
     """One readable file -> (key, block) pairs, dead-letter row blocks and counts."""
 
-    def __init__(self, input_name: str, key_field: str, max_record_bytes: int, fields: dict | None = None) -> None:
+    def __init__(self, input_name: str, key_field: str, max_record_bytes: int, fields: dict | None = None,
+                 progress: ProgressSpec | None = None) -> None:
         self.input_name = input_name
         self.key_field = key_field
         self.max_record_bytes = max_record_bytes
         self.fields = fields
+        self.progress = progress
+        self.tracker = None
 
     def setup(self) -> None:
         self.bad_records = Metrics.counter("read", f"{self.input_name}_dead_letters")
         self.records = Metrics.counter("read", f"{self.input_name}_in")
+        if self.progress is not None:
+            self.tracker = self.progress.tracker()
+
+    def teardown(self) -> None:
+        if self.tracker is not None:
+            self.tracker.finish()
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
         records = blank = dead_count = 0
         dead: list[dict] = []
         blocks = _Blocks(BLOCK_BYTES)
+        tracker = self.tracker
         try:
             if path.endswith(".avro"):
                 source = self._avro_lines(readable, dead)
@@ -201,6 +220,8 @@ class _ReadAndKey(beam.DoFn):
                     blank += 1
                 else:
                     records += 1
+                    if tracker is not None and not records % PROGRESS_RECORDS:
+                        tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0)  # one large file is not silent
                     keyed = self._key(line)
                     if isinstance(keyed, dict):
                         dead.append(keyed)
@@ -228,6 +249,8 @@ class _ReadAndKey(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD, dead)
         self.records.inc(records)
         self.bad_records.inc(dead_count)
+        if tracker is not None:
+            tracker.add({RECORDS: records % PROGRESS_RECORDS})
         counts = {
             f"{self.input_name}_in": records,
             f"dead_letters/{self.input_name}": dead_count,
@@ -312,6 +335,8 @@ class ReadKeyedRecords(beam.PTransform):
     max_record_bytes: int
     # Avro and Parquet: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
     fields: dict | None = None
+    # Logs how far each worker got (files, records) on stderr; see ``reading_progress``.
+    progress: ProgressSpec | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -324,6 +349,7 @@ class ReadKeyedRecords(beam.PTransform):
             # file's read into that one bundle, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
-            | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes, self.fields))
+            | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes, self.fields,
+                                                  self.progress))
             .with_outputs(KEYED, DEAD, COUNTS)
         )

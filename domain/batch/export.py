@@ -29,6 +29,7 @@ from domain.evidence import SourceRef
 from domain.families import FAMILIES
 from domain.families.base import ROLE_REGISTRY, ListedEntry
 from domain.families.reconciliation import listed_entries
+from domain.families.registry_family import RegistryRecord  # what ``listed_entries`` reads
 from domain.records import dead_letter_row
 from domain.revision import REQUEST_KINDS
 from domain.source import Transcript, TranscriptError, parse_transcript
@@ -128,21 +129,11 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
     return rows, dead, dict(counts)
 
 
-@dataclass(frozen=True, slots=True)
-class _RegistryRecord:
-    """A durable chunk registry record, as ``listed_entries`` reads it."""
-
-    name: str
-    aliases: tuple[str, ...]
-    description: str
-    evidence: tuple[SourceRef, ...]
-
-
 def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
-                      counts: Counter) -> dict[str, list[tuple[str, tuple[_RegistryRecord, ...]]]]:
+                      counts: Counter) -> dict[str, list[tuple[str, tuple[RegistryRecord, ...]]]]:
     """Per registry kind: (chunk_id, records) of every accepted chunk registry artifact of the source.
     Lines that are not one are dead letters (input ``registries``)."""
-    found: dict[str, list[tuple[str, tuple[_RegistryRecord, ...]]]] = defaultdict(list)
+    found: dict[str, list[tuple[str, tuple[RegistryRecord, ...]]]] = defaultdict(list)
     for raw in sorted(set(lines)):
         try:
             kind, chunk_id, records = _registry_artifact(source_id, raw)
@@ -155,7 +146,7 @@ def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
     return {kind: sorted(items, key=lambda item: item[0]) for kind, items in found.items()}
 
 
-def _registry_artifact(source_id: str, raw: bytes) -> tuple[str, str, tuple[_RegistryRecord, ...]]:
+def _registry_artifact(source_id: str, raw: bytes) -> tuple[str, str, tuple[RegistryRecord, ...]]:
     try:
         artifact = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -169,7 +160,7 @@ def _registry_artifact(source_id: str, raw: bytes) -> tuple[str, str, tuple[_Reg
         raise ValueError("registry artifact source_id or chunk_id is wrong")
     try:
         records = tuple(
-            _RegistryRecord(r["name"], tuple(r["aliases"]), r["description"],
+            RegistryRecord(r["name"], tuple(r["aliases"]), r["description"],
                             tuple(SourceRef(e["source_id"], e["start_unit_id"], e["end_unit_id"]) for e in r["evidence"]))
             for r in artifact["records"])
     except (KeyError, TypeError) as exc:
