@@ -88,12 +88,32 @@ class DocumentIndex:
         return len(self.unit_ids_in_order)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Transcript:
+    """A usable transcript. Its :class:`Unit` objects are built on first use of
+    ``units`` (the per-source step never reads them; prompts and reports do)."""
+
     source_id: str
-    units: tuple[Unit, ...]
+    # (unit ids, speakers, texts), in document order: what ``units`` is built from.
+    unit_columns: tuple[Sequence[int], Sequence[str], Sequence[str]] = field(repr=False)
     chunks: Mapping[str, Chunk]
-    index: DocumentIndex = field(repr=False, compare=False)
+    index: DocumentIndex = field(repr=False)
+    _units: tuple[Unit, ...] | None = field(default=None, repr=False)
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        units = self._units
+        if units is None:
+            units = tuple(map(Unit, *self.unit_columns))
+            object.__setattr__(self, "_units", units)
+        return units
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Transcript):
+            return NotImplemented
+        return (self.source_id, self.units, self.chunks) == (other.source_id, other.units, other.chunks)
+
+    __hash__ = None  # type: ignore[assignment]  # chunks is a mapping, as before
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         return self.chunks.get(chunk_id)
@@ -171,18 +191,45 @@ def transcript_from_record(record: Any) -> Transcript:
     if not raw_units:
         raise TranscriptError(f"{where} has no units")
 
-    units: list[Unit] = []
+    columns = _well_formed_unit_columns(raw_units)
+    if columns is None:
+        columns = _checked_unit_columns(raw_units, where)
+    unit_ids = tuple(columns[0])
+    index = DocumentIndex(source_id, dict(zip(unit_ids, range(len(unit_ids)))), unit_ids)
+    chunks: dict[str, Chunk] = {}
+    for n, raw in enumerate(raw_chunks, start=1):
+        chunk = _well_formed_chunk(raw, index, chunks)
+        if chunk is None:
+            chunk = _checked_chunk(raw, n, index, chunks, where)
+        chunks[chunk.chunk_id] = chunk
+    return Transcript(source_id, (unit_ids, tuple(columns[1]), tuple(columns[2])), chunks, index)
+
+
+def _well_formed_unit_columns(raw_units: list) -> tuple[list, list, list] | None:
+    """(ids, speakers, texts) when every unit is well formed (exact JSON types, ids positive,
+    in range and distinct), checked column by column at C speed; None sends the record
+    through :func:`_checked_unit_columns`, which names the first problem."""
+    try:
+        unit_ids = [raw["unit_id"] for raw in raw_units]
+        speakers = [raw["speaker"] for raw in raw_units]
+        texts = [raw["text"] for raw in raw_units]
+    except (TypeError, KeyError, IndexError):
+        return None
+    # (A unit that is not an object failed the indexing above.)
+    if (set(map(type, unit_ids)) != {int}
+            or set(map(type, speakers)) != {str} or set(map(type, texts)) != {str}
+            or min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID or len(set(unit_ids)) != len(unit_ids)):
+        return None
+    return unit_ids, speakers, texts
+
+
+def _checked_unit_columns(raw_units: list, where: str) -> tuple[list, list, list]:
+    """The same columns, unit by unit; raises :class:`TranscriptError` naming the first problem."""
+    unit_ids: list[int] = []
+    speakers: list[str] = []
+    texts: list[str] = []
     seen: set[int] = set()
     for n, raw in enumerate(raw_units, start=1):
-        # Fast path for the usual, well-formed unit (exact JSON types); anything
-        # else takes the checks below, which name the problem.
-        if type(raw) is dict:
-            uid, speaker, text = raw.get("unit_id"), raw.get("speaker"), raw.get("text")
-            if (type(uid) is int and 0 < uid <= MAX_UNIT_ID and uid not in seen
-                    and type(speaker) is str and type(text) is str):
-                seen.add(uid)
-                units.append(Unit(uid, speaker, text))
-                continue
         unit_where = f"{where} unit #{n}"
         if not isinstance(raw, dict):
             raise TranscriptError(f"{unit_where} is not an object")
@@ -194,39 +241,60 @@ def transcript_from_record(record: Any) -> Transcript:
         if uid in seen:
             raise TranscriptError(f"{where} has duplicate unit_id {uid}")
         seen.add(uid)
-        units.append(Unit(uid, _require(raw, "speaker", str, unit_where), _require(raw, "text", str, unit_where)))
+        unit_ids.append(uid)
+        speakers.append(_require(raw, "speaker", str, unit_where))
+        texts.append(_require(raw, "text", str, unit_where))
+    return unit_ids, speakers, texts
 
-    index = DocumentIndex.of(source_id, [u.unit_id for u in units])
-    chunks: dict[str, Chunk] = {}
-    for n, raw in enumerate(raw_chunks, start=1):
-        chunk_where = f"{where} chunk #{n}"
-        if not isinstance(raw, dict):
-            raise TranscriptError(f"{chunk_where} is not an object")
-        chunk_id = _require(raw, "chunk_id", str, chunk_where)
-        chunk_where = f"{where} chunk {shown_value(chunk_id)}"
-        if not chunk_id.strip() or chunk_id == "*":
-            raise TranscriptError(f"{chunk_where} has a reserved or blank chunk_id")
-        if chunk_id in chunks:
-            raise TranscriptError(f"{where} has duplicate chunk_id {shown_value(chunk_id)}")
-        kind = _require(raw, "kind", str, chunk_where)
-        if kind not in CHUNK_KINDS:
-            raise TranscriptError(f"{chunk_where} has kind {shown_value(kind)}, expected one of {', '.join(CHUNK_KINDS)}")
-        member_ids = _require(raw, "unit_ids", list, chunk_where)
-        if not member_ids:
-            raise TranscriptError(f"{chunk_where} names no units")
-        positions = []
-        for uid in member_ids:
-            pos = index.position(uid)
-            if pos is None:
-                raise TranscriptError(f"{chunk_where} names unknown unit {shown_value(uid)}")
-            positions.append(pos)
-        if len(set(positions)) != len(positions):
-            raise TranscriptError(f"{chunk_where} names a unit twice")
-        # The list names a set: members are kept in document order, once per transcript.
-        ordered = tuple(sorted(positions))
-        in_order = index.unit_ids_in_order
-        chunks[chunk_id] = Chunk(chunk_id, kind, tuple(in_order[pos] for pos in ordered), ordered)
-    return Transcript(source_id, tuple(units), chunks, index)
+
+def _well_formed_chunk(raw: Any, index: DocumentIndex, chunks: Mapping[str, Chunk]) -> Chunk | None:
+    """The chunk when its record is well formed (exact JSON types, members known and
+    distinct); None sends it through :func:`_checked_chunk`, which names the problem."""
+    if type(raw) is not dict:
+        return None
+    chunk_id, kind, member_ids = raw.get("chunk_id"), raw.get("kind"), raw.get("unit_ids")
+    if (type(chunk_id) is not str or type(kind) is not str or type(member_ids) is not list or not member_ids
+            or chunk_id == "*" or not chunk_id.strip() or chunk_id in chunks or kind not in CHUNK_KINDS
+            or set(map(type, member_ids)) != {int}):  # bool and float keys would hash like ints
+        return None
+    try:
+        positions = sorted(map(index.positions.__getitem__, member_ids))
+    except KeyError:
+        return None
+    if len(set(positions)) != len(positions):
+        return None
+    # The list names a set: members are kept in document order, once per transcript.
+    return Chunk(chunk_id, kind, tuple(map(index.unit_ids_in_order.__getitem__, positions)), tuple(positions))
+
+
+def _checked_chunk(raw: Any, n: int, index: DocumentIndex, chunks: Mapping[str, Chunk], where: str) -> Chunk:
+    chunk_where = f"{where} chunk #{n}"
+    if not isinstance(raw, dict):
+        raise TranscriptError(f"{chunk_where} is not an object")
+    chunk_id = _require(raw, "chunk_id", str, chunk_where)
+    chunk_where = f"{where} chunk {shown_value(chunk_id)}"
+    if not chunk_id.strip() or chunk_id == "*":
+        raise TranscriptError(f"{chunk_where} has a reserved or blank chunk_id")
+    if chunk_id in chunks:
+        raise TranscriptError(f"{where} has duplicate chunk_id {shown_value(chunk_id)}")
+    kind = _require(raw, "kind", str, chunk_where)
+    if kind not in CHUNK_KINDS:
+        raise TranscriptError(f"{chunk_where} has kind {shown_value(kind)}, expected one of {', '.join(CHUNK_KINDS)}")
+    member_ids = _require(raw, "unit_ids", list, chunk_where)
+    if not member_ids:
+        raise TranscriptError(f"{chunk_where} names no units")
+    positions = []
+    for uid in member_ids:
+        pos = index.position(uid)
+        if pos is None:
+            raise TranscriptError(f"{chunk_where} names unknown unit {shown_value(uid)}")
+        positions.append(pos)
+    if len(set(positions)) != len(positions):
+        raise TranscriptError(f"{chunk_where} names a unit twice")
+    # The list names a set: members are kept in document order, once per transcript.
+    ordered = tuple(sorted(positions))
+    in_order = index.unit_ids_in_order
+    return Chunk(chunk_id, kind, tuple(in_order[pos] for pos in ordered), ordered)
 
 
 def parse_transcript(raw: bytes) -> Transcript:

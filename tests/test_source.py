@@ -60,3 +60,33 @@ def test_values_are_frozen():
     t = parse_transcript(orjson.dumps(record()))
     with pytest.raises(AttributeError):
         t.units[0].unit_id = 5
+
+
+def test_units_are_built_on_first_use_in_document_order():
+    t = transcript_from_record(record())
+    assert [(u.unit_id, u.speaker, u.text) for u in t.units] == [(10, "MATT", "t10"), (3, "MATT", "t3"), (7, "MATT", "t7")]
+    assert t.units is t.units  # built once
+    assert t.unit(3).text == "t3" and t.unit(99) is None
+    assert t == transcript_from_record(record())
+    assert t != transcript_from_record(record(units=[{"unit_id": u, "speaker": "SAM", "text": f"t{u}"} for u in (10, 3, 7)]))
+
+
+@pytest.mark.parametrize("units", [
+    [{"unit_id": 1, "speaker": "A", "text": "x"}, {"unit_id": True, "speaker": "A", "text": "x"}],
+    [{"unit_id": 1, "speaker": "A", "text": "x"}, {"unit_id": 2.0, "speaker": "A", "text": "x"}],
+    [{"unit_id": 1, "speaker": "A", "text": "x"}, ["unit_id", 2]],
+    [{"unit_id": 1, "speaker": "A", "text": "x"}, {"unit_id": 2, "speaker": None, "text": "x"}],
+    [{"unit_id": 1, "speaker": "A", "text": "x"}, {"unit_id": 1, "speaker": "A", "text": "x"}],
+])
+def test_the_column_fast_path_declines_what_the_unit_checks_reject(units):
+    from domain.source import _checked_unit_columns, _well_formed_unit_columns
+
+    assert _well_formed_unit_columns(units) is None
+    with pytest.raises(TranscriptError):
+        _checked_unit_columns(units, "transcript 's1'")
+
+
+@pytest.mark.parametrize("members", [[10, True], [10, 3.0], [10, 10], [10, 99], [10, "3"]])
+def test_a_chunk_the_fast_path_declines_is_rejected_by_the_checks(members):
+    with pytest.raises(TranscriptError):
+        transcript_from_record(record(chunks=[{"chunk_id": "x-1", "kind": "extraction", "unit_ids": members}]))
