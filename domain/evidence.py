@@ -94,24 +94,83 @@ def evidence_sort_key(index: DocumentIndex, ref: SourceRef) -> tuple:
     return (0, positions[0], positions[1], "")
 
 
+def _sort_keys(index: DocumentIndex, refs: Iterable[SourceRef]) -> list[tuple]:
+    """``evidence_sort_key`` of each ref, inlined: these run for every record of every candidate."""
+    source_id, positions = index.source_id, index.positions
+    keys = []
+    for ref in refs:
+        start, end = ref.start_unit_id, ref.end_unit_id
+        if ref.source_id == source_id and type(start) is int and type(end) is int:
+            first, last = positions.get(start), positions.get(end)
+            if first is not None and last is not None:
+                keys.append((0, first, last, ""))
+                continue
+        keys.append((1, 0, 0, repr((ref.source_id, start, end))))
+    return keys
+
+
 def canonical_evidence(index: DocumentIndex, source_id: str, refs: Iterable[SourceRef]) -> tuple[SourceRef, ...]:
     """Order every endpoint pair, then sort by document position and de-duplicate."""
-    ordered = {order_endpoints(index, source_id, ref) for ref in refs}
-    return tuple(sorted(ordered, key=lambda ref: evidence_sort_key(index, ref)))
+    if source_id != index.source_id:  # order_endpoints leaves every ref as it is
+        ordered = set(refs)
+        return tuple(sorted(ordered, key=lambda ref: evidence_sort_key(index, ref)))
+    return canonical_spans(index, ((ref.source_id, ref.start_unit_id, ref.end_unit_id) for ref in refs))
+
+
+def canonical_spans(index: DocumentIndex, spans: Iterable[tuple[str | None, Any, Any]]) -> tuple[SourceRef, ...]:
+    """``canonical_evidence`` of refs given as (source_id, start, end), for the source ``index``
+    describes: endpoints ordered, sorted by document position, de-duplicated. A SourceRef is
+    built only for each range kept."""
+    source_id, positions = index.source_id, index.positions
+    keyed: dict[tuple, tuple] = {}  # (source_id, start, end) after ordering -> sort key; equal refs once
+    for span in spans:
+        ref_source, start, end = span
+        if ref_source == source_id and type(start) is int and type(end) is int:
+            first, last = positions.get(start), positions.get(end)
+            if first is not None and last is not None:
+                if first <= last:
+                    keyed.setdefault(span, (0, first, last, ""))
+                else:  # the same range written backwards: lossless ordering
+                    keyed.setdefault((ref_source, end, start), (0, last, first, ""))
+                continue
+        keyed.setdefault(span, (1, 0, 0, repr(span)))
+    if len(keyed) == 1:
+        ((ref_source, start, end),) = keyed
+        return (SourceRef(ref_source, start, end),)
+    # Keys are distinct for distinct refs (positions identify unit ids), so ties never arise.
+    return tuple(SourceRef(*span) for span, _ in sorted(keyed.items(), key=_second))
+
+
+def _second(item: tuple) -> Any:
+    return item[1]
+
+
+def earliest_position(index: DocumentIndex, refs: Iterable[SourceRef]) -> tuple[int, int] | None:
+    """(document position, unit id) of the earliest resolvable start, or None."""
+    source_id, positions = index.source_id, index.positions
+    best: tuple[int, int] | None = None
+    for ref in refs:
+        start, end = ref.start_unit_id, ref.end_unit_id
+        if ref.source_id != source_id or type(start) is not int or type(end) is not int:
+            continue
+        first = positions.get(start)
+        if first is not None and positions.get(end) is not None and (best is None or first < best[0]):
+            best = (first, start)
+    return best
 
 
 def earliest_evidence_unit_id(index: DocumentIndex, refs: Iterable[SourceRef]) -> int | None:
     """The unit id of the earliest resolvable start position, or None."""
-    best: tuple[int, int] | None = None
-    for ref in refs:
-        positions = _resolved_positions(index, ref)
-        if positions is not None and (best is None or positions[0] < best[0]):
-            best = (positions[0], ref.start_unit_id)
+    best = earliest_position(index, refs)
     return None if best is None else best[1]
 
 
 def evidence_is_canonical(index: DocumentIndex, refs: tuple[SourceRef, ...]) -> bool:
     """Normalization invariant: forward, sorted by document position, no duplicates."""
-    keys = [evidence_sort_key(index, ref) for ref in refs]
+    keys = _sort_keys(index, refs)
+    if len(keys) == 1:
+        key = keys[0]
+        return key[0] == 1 or key[1] <= key[2]
     forward = all(k[0] == 1 or k[1] <= k[2] for k in keys)
-    return forward and keys == sorted(keys) and len(set(refs)) == len(refs)
+    return (forward and keys == sorted(keys)
+            and len({(r.source_id, r.start_unit_id, r.end_unit_id) for r in refs}) == len(refs))

@@ -11,6 +11,7 @@ from domain.evidence import (
     canonical_evidence,
     earliest_evidence_unit_id,
     evidence_is_canonical,
+    evidence_sort_key,
     order_endpoints,
     span_within_chunk,
 )
@@ -149,3 +150,60 @@ def test_span_within_chunk_equals_brute_force(doc, start, end, source):
         members = set(chunk.unit_ids)
         expected = all(ids[p] in members for p in range(ps, pe + 1))
     assert span_within_chunk(index, chunk, ref) is expected
+
+
+# --- the inlined helpers equal their definitions ---------------------------------------------
+
+def reference_canonical(index, source_id, refs):
+    """canonical_evidence as SPEC §5 defines it: order each pair, de-duplicate, sort by position."""
+    ordered = {order_endpoints(index, source_id, ref) for ref in refs}
+    return tuple(sorted(ordered, key=lambda ref: evidence_sort_key(index, ref)))
+
+
+def reference_earliest(index, refs):
+    best = None
+    for ref in refs:
+        start, end = index.position(ref.start_unit_id), index.position(ref.end_unit_id)
+        if ref.source_id == index.source_id and start is not None and end is not None and (best is None or start < best[0]):
+            best = (start, ref.start_unit_id)
+    return None if best is None else best[1]
+
+
+ref_lists = st.lists(st.builds(SourceRef, st.sampled_from(["s", "s", "s", "other", None]), unit_values, unit_values),
+                     max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents(), ref_lists, st.sampled_from(["s", "other"]))
+def test_canonical_evidence_equals_its_definition(doc, refs, source):
+    _, index, _ = doc
+    out = canonical_evidence(index, source, refs)
+    assert out == reference_canonical(index, source, refs)
+    assert all(type(ref) is SourceRef for ref in out)
+    assert earliest_evidence_unit_id(index, refs) == reference_earliest(index, refs)
+    if source == "s":
+        assert evidence_is_canonical(index, out)
+    keys = [evidence_sort_key(index, ref) for ref in refs]
+    expected = (all(k[0] == 1 or k[1] <= k[2] for k in keys) and keys == sorted(keys) and len(set(refs)) == len(refs))
+    assert evidence_is_canonical(index, tuple(refs)) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents(), st.lists(ref_lists, max_size=5))
+def test_order_records_equals_its_definition(doc, evidence_lists):
+    from types import SimpleNamespace
+
+    from domain.families.common import order_records
+
+    _, index, _ = doc
+    records = [SimpleNamespace(evidence=tuple(refs)) for refs in evidence_lists]
+
+    def key(indexed):
+        uid = reference_earliest(index, indexed[1].evidence)
+        pos = None if uid is None else index.position(uid)
+        return (pos is None, pos if pos is not None else 0, indexed[0])
+
+    expected = tuple(record for _, record in sorted(enumerate(records), key=key))
+    adapted = order_records(index, records)
+    assert adapted.records == expected
+    assert adapted.earliest_evidence_unit_id == reference_earliest(index, [r for rec in expected for r in rec.evidence])

@@ -17,7 +17,7 @@ import orjson
 from jsonschema import Draft202012Validator
 
 from domain.assets import llm_schema_path, load_json_asset
-from domain.evidence import SourceRef, canonical_evidence, earliest_evidence_unit_id, span_within_chunk
+from domain.evidence import SourceRef, canonical_spans, earliest_position, span_within_chunk
 from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
 from domain.issues import (
     Correction,
@@ -38,28 +38,28 @@ def adapt_evidence(transcript: Transcript, evidence: Iterable[Evidence]) -> tupl
     """Model evidence -> canonical source references of the current source.
 
     Every extraction adapter goes through here: endpoints ordered by document
-    position (the shared ``order_endpoints``), then sorted and de-duplicated.
+    position (the same rule as the shared ``order_endpoints``), then sorted and
+    de-duplicated (``canonical_evidence``, without a SourceRef per range written).
     """
     source_id = transcript.source_id
-    refs = (SourceRef(source_id, item.start_unit_id, item.end_unit_id) for item in evidence)
-    return canonical_evidence(transcript.index, source_id, refs)
+    return canonical_spans(transcript.index, ((source_id, item.start_unit_id, item.end_unit_id) for item in evidence))
 
 
 def order_records(index: DocumentIndex, records: Sequence[Any]) -> Adapted:
     """Records by earliest evidence (ties keep response order) and the overall earliest unit."""
+    keyed = []
+    for n, record in enumerate(records):
+        best = earliest_position(index, record.evidence)
+        keyed.append(((best is None, best[0] if best is not None else 0, n), record, best))
+    keyed.sort(key=_first)
+    ordered = tuple(record for _, record, _ in keyed)
+    # The earliest start over all records is the first record's (positions identify unit ids).
+    earliest = keyed[0][2] if keyed else None
+    return Adapted(ordered, None if earliest is None else earliest[1])
 
-    def key(indexed: tuple[int, Any]) -> tuple:
-        pos = _earliest_position(index, indexed[1].evidence)
-        return (pos is None, pos if pos is not None else 0, indexed[0])
 
-    ordered = tuple(record for _, record in sorted(enumerate(records), key=key))
-    all_refs = [ref for record in ordered for ref in record.evidence]
-    return Adapted(ordered, earliest_evidence_unit_id(index, all_refs))
-
-
-def _earliest_position(index: DocumentIndex, refs: Sequence[SourceRef]) -> int | None:
-    uid = earliest_evidence_unit_id(index, refs)
-    return None if uid is None else index.position(uid)
+def _first(item: tuple) -> Any:
+    return item[0]
 
 
 # --- source references -----------------------------------------------------------
