@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
@@ -73,6 +74,10 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Actor named, target names non-blank, round >= 1, an attack names a target - every defect, one pass."""
     out = IssueCollector("combat_turns.shape")
     for n, rec in enumerate(adapted.records):
+        if (rec.actor_name.strip() and all(name.strip() for name in rec.target_names)
+                and FIRST_ROUND <= rec.round <= MAX_ROUND
+                and (rec.turn_kind not in TARGETED_KINDS or any(name.strip() for name in rec.target_names))):
+            continue  # the usual case: no subject or ranges to render
         who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
         if not rec.actor_name.strip():
             out.add("blank_actor_name", f"{where}.actor_name", "blank actor_name",
@@ -101,7 +106,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
 def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     out = IssueCollector("combat_turns.source_reference")
     for n, rec in enumerate(adapted.records):
-        check_source_references(out, ctx, subject(rec), rec.evidence, f"{LIST_FIELD}[{n}]")
+        check_source_references(out, ctx, partial(subject, rec), rec.evidence, f"{LIST_FIELD}[{n}]")
     return out.issues()
 
 

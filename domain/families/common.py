@@ -73,10 +73,18 @@ def chunk_extent(chunk: Chunk) -> str:
 MAX_UNITS_SHOWN = 3
 
 
+Subject = str | Callable[[], str]
+
+
+def subject_text(subject: Subject) -> str:
+    """A record's subject, built only when an issue needs it (callers pass a function)."""
+    return subject if isinstance(subject, str) else subject()
+
+
 def check_source_references(
     collector: IssueCollector,
     ctx: EvaluationContext,
-    subject: str,
+    subject: Subject,
     refs: Sequence[SourceRef],
     location: str,
 ) -> None:
@@ -85,11 +93,13 @@ def check_source_references(
     Every cited span must resolve in the current source and lie wholly inside
     the chunk the model saw (``span_within_chunk``). Reversed ranges that reach
     this point (another producer, an application bug) are rejected, not fixed.
+    ``subject`` may be a function: it is called only when a range fails.
     """
     index, chunk = ctx.transcript.index, ctx.chunk
     for n, ref in enumerate(refs):
         if span_within_chunk(index, chunk, ref):
             continue
+        subject = subject_text(subject)
         cited = render_range(ref.start_unit_id, ref.end_unit_id, index)
         where = f"{location}.evidence[{n}]"
         extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
@@ -151,14 +161,14 @@ def cited(refs: Sequence[SourceRef], known: Container = ()) -> str:
 def check_registry_identity(
     collector: IssueCollector,
     noun: str,
-    names_by_record: Sequence[tuple[str, str, tuple[str, ...], Sequence[SourceRef]]],
+    names_by_record: Sequence[tuple[Subject, str, tuple[str, ...], Sequence[SourceRef]]],
     list_field: str,
     known: Container = (),
 ) -> None:
     """Names and aliases are non-blank and unique across entries after folding.
 
     ``names_by_record`` holds (subject, name, aliases, evidence) per record in
-    adapted order. Entries are told apart by position, not by subject text, so
+    adapted order; a subject may be a function, called only when a problem needs it. Entries are told apart by position, not by subject text, so
     two identical entries still clash; a name repeated inside one entry does not.
     Every clash is reported, naming both records and their cited ranges.
     """
@@ -175,31 +185,31 @@ def check_registry_identity(
             folded = fold_name(value)
             if not folded:
                 collector.add("blank_name", f"{list_field}[{n}].{field_name}", f"blank {field_name}",
-                              Correction(subject, ranges_of(n), f"Its `{field_name}` contains a blank entry.",
+                              Correction(subject_text(subject), ranges_of(n), f"Its `{field_name}` contains a blank entry.",
                                          f"Give every {noun} a non-blank `name` and remove blank `aliases`."))
                 continue
             first = owner.setdefault(folded, n)
             if first != n:
-                other_subject = names_by_record[first][0]
+                other_subject = subject_text(names_by_record[first][0])
                 other = f"{other_subject[:1].lower()}{other_subject[1:]} ({ranges_of(first)})"
                 collector.add(
                     "duplicate_name", f"{list_field}[{n}].{field_name}",
                     f"name {value!r} repeats {list_field}[{first}]",
-                    Correction(subject, ranges_of(n), f"Its {field_name} {quote_name(value)} is also used by {other}.",
+                    Correction(subject_text(subject), ranges_of(n), f"Its {field_name} {quote_name(value)} is also used by {other}.",
                                f"Each name or alias must belong to exactly one {noun}: merge the two entries "
                                f"or remove the repeated name."),
                 )
 
 
 def check_membership(
-    collector: IssueCollector, ctx: EvaluationContext, noun: str, subject: str, name: str, location: str,
+    collector: IssueCollector, ctx: EvaluationContext, noun: str, subject: Subject, name: str, location: str,
     refs: Sequence[SourceRef],
 ) -> None:
     """An occurrence must name a member of the source's accepted registry."""
     if ctx.registry is not None and not ctx.registry.knows(name):
         collector.add(
             "not_in_registry", location, f"{name!r} is not in the accepted {ctx.registry.kind} registry",
-            Correction(subject, cited(refs, ctx.transcript.index), f"{quote_name(name)} is not a known {noun} of this transcript.",
+            Correction(subject_text(subject), cited(refs, ctx.transcript.index), f"{quote_name(name)} is not a known {noun} of this transcript.",
                        f"Use the exact name or alias of a known {noun}, or leave the occurrence out."),
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
@@ -105,7 +106,7 @@ def validate_engagement(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue
 def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     out = IssueCollector("enemy_events.source_reference")
     for n, rec in enumerate(adapted.records):
-        check_source_references(out, ctx, subject(rec), rec.evidence, f"{LIST_FIELD}[{n}]")
+        check_source_references(out, ctx, partial(subject, rec), rec.evidence, f"{LIST_FIELD}[{n}]")
     return out.issues()
 
 

@@ -50,6 +50,8 @@ def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ..
         holder = rec.holder_name
         if holder is not None and holder.strip():
             continue
+        if holder is None and rec.kind not in NEEDS_HOLDER:
+            continue  # no holder where none is needed
         who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence, ctx.transcript.index)
         missing = "null" if holder is None else "blank"
         if rec.kind in NEEDS_HOLDER:

@@ -15,6 +15,7 @@ extra validators for what only it knows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from domain.evidence import SourceRef
@@ -100,8 +101,8 @@ class OccurrenceFamily:
         """The name is non-blank - every record, one pass (holder rules belong to the item family)."""
         out = IssueCollector(f"{self.key}.shape")
         for n, rec in enumerate(adapted.records):
-            who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
             if not rec.name.strip():
+                who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
                 out.add(f"blank_{self.name_field}", f"{where}.{self.name_field}", f"blank {self.name_field}",
                         Correction(who, ranges, f"`{self.name_field}` is blank.",
                                    f"Give the name of the {self.noun} exactly as the list of known "
@@ -114,14 +115,14 @@ class OccurrenceFamily:
         for n, rec in enumerate(adapted.records):
             if not rec.name.strip():
                 continue  # a blank name is reported once, by the shape validator
-            check_membership(out, ctx, self.noun, self.subject(rec), rec.name,
+            check_membership(out, ctx, self.noun, partial(self.subject, rec), rec.name,
                              f"{LIST_FIELD}[{n}].{self.name_field}", rec.evidence)
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         out = IssueCollector(f"{self.key}.source_reference")
         for n, rec in enumerate(adapted.records):
-            check_source_references(out, ctx, self.subject(rec), rec.evidence, f"{LIST_FIELD}[{n}]")
+            check_source_references(out, ctx, partial(self.subject, rec), rec.evidence, f"{LIST_FIELD}[{n}]")
         return out.issues()
 
     # --- outputs ---------------------------------------------------------------------------

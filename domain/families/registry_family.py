@@ -11,6 +11,7 @@ response model (the top-level field differs) and its nouns, and gets its
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from domain.evidence import SourceRef
@@ -88,14 +89,15 @@ class RegistryFamily:
         """Names and aliases non-blank and unique across entries (folded) - every clash, one pass."""
         out = IssueCollector(f"{self.key}.identity")
         check_registry_identity(
-            out, self.noun, [(self.subject(r), r.name, r.aliases, r.evidence) for r in adapted.records], self.list_field,
+            out, self.noun, [(partial(self.subject, r), r.name, r.aliases, r.evidence) for r in adapted.records],
+            self.list_field,
             ctx.transcript.index)
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         out = IssueCollector(f"{self.key}.source_reference")
         for n, rec in enumerate(adapted.records):
-            check_source_references(out, ctx, self.subject(rec), rec.evidence, f"{self.list_field}[{n}]")
+            check_source_references(out, ctx, partial(self.subject, rec), rec.evidence, f"{self.list_field}[{n}]")
         return out.issues()
 
     # --- outputs ----------------------------------------------------------------------------

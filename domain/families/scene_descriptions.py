@@ -104,6 +104,8 @@ def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issu
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     out = IssueCollector("scene_descriptions.shape")
     for n, rec in enumerate(adapted.records):
+        if rec.title.strip() and rec.summary.strip():
+            continue  # the usual case: no subject or range to render
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
         ranges = render_range(rec.start_unit_id, rec.end_unit_id, ctx.transcript.index)
         if not rec.title.strip():

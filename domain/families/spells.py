@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from domain.assets import fingerprint, load_json_asset, read_asset
@@ -82,6 +82,10 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Names non-blank, level null or 0-9, target names non-blank - every defect, one pass."""
     out = IssueCollector("spells.shape")
     for n, rec in enumerate(adapted.records):
+        level_out_of_range = rec.level is not None and not 0 <= rec.level <= MAX_LEVEL
+        if (rec.spell_name.strip() and rec.caster_name.strip() and not level_out_of_range
+                and all(name.strip() for name in rec.target_names)):
+            continue  # the usual case: no subject or ranges to render
         who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
         if not rec.spell_name.strip():
             out.add("blank_spell_name", f"{where}.spell_name", "blank spell_name",
@@ -89,7 +93,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
         if not rec.caster_name.strip():
             out.add("blank_caster_name", f"{where}.caster_name", "blank caster_name",
                     Correction(who, ranges, "`caster_name` is blank.", "Name who casts the spell."))
-        if rec.level is not None and not 0 <= rec.level <= MAX_LEVEL:
+        if level_out_of_range:
             out.add("level_out_of_range", f"{where}.cast.level", f"cast.level {rec.level} outside 0..9",
                     Correction(who, ranges, f"`cast.level` is {render_number(rec.level)}, outside 0 to 9.",
                                "Give a level from 0 to 9, or null when the excerpt does not say."))
@@ -108,8 +112,12 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
         known = catalog.get(fold_name(rec.spell_name))
         if known is None:
             continue  # unknown (homebrew, misheard) spells are allowed
+        level_known = rec.level is not None and 0 <= rec.level <= MAX_LEVEL
+        if not ((level_known and (rec.level != 0 if known.level == 0 else rec.level < known.level))
+                or (rec.as_ritual and not known.ritual)):
+            continue  # consistent with the catalog: no subject or ranges to render
         who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if rec.level is not None and 0 <= rec.level <= MAX_LEVEL:
+        if level_known:
             if known.level == 0 and rec.level != 0:
                 out.add("cantrip_level", f"{where}.cast.level", f"{known.name} is a cantrip, level {rec.level}",
                         Correction(who, ranges, f"{known.name} is a cantrip, but `cast.level` is {rec.level}.",
@@ -130,7 +138,7 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
 def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     out = IssueCollector("spells.source_reference")
     for n, rec in enumerate(adapted.records):
-        check_source_references(out, ctx, subject(rec), rec.evidence, f"spells[{n}]")
+        check_source_references(out, ctx, partial(subject, rec), rec.evidence, f"spells[{n}]")
     return out.issues()
 
 
