@@ -107,12 +107,14 @@ def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[
     """
     index = ctx.transcript.index
     found: list[Issue] = []
+    recorded: list = []
     for n, record in enumerate(adapted.records):
         refs = getattr(record, "evidence", None)
         if refs is not None and not evidence_is_canonical(index, tuple(refs)):
             found.append(Issue(f"{INVARIANT_PREFIX}evidence", "evidence_not_canonical", f"records[{n}].evidence",
                                "canonical evidence is not sorted, forward and de-duplicated", None))
-    recorded = [ref for record in adapted.records for ref in (getattr(record, "evidence", None) or ())]
+        if refs:
+            recorded.extend(refs)
     if recorded and earliest_evidence_unit_id(index, recorded) != adapted.earliest_evidence_unit_id:
         found.append(Issue(f"{INVARIANT_PREFIX}earliest", "earliest_evidence_inconsistent", "earliest_evidence_unit_id",
                            f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match the records",

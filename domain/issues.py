@@ -99,6 +99,8 @@ def bound_issues(issues: Sequence[Issue], limit: int = MAX_ISSUES) -> tuple[tupl
 
 def operator_issue_records(issues: Sequence[Issue], limit: int = MAX_ISSUES) -> list[dict[str, str]]:
     """Issues for the evaluations output, bounded with an explicit 'and N more' row."""
+    if not issues:  # most evaluations
+        return []
     kept, omitted = bound_issues(issues, limit)
     rows = [issue.as_record() for issue in kept]
     if omitted:

@@ -257,7 +257,9 @@ def _admit_candidates(
         by_id[cand.candidate_id].append(cand)
     admitted: list[Candidate] = []
     for cid in sorted(by_id):
-        group = sorted(by_id[cid], key=_arrival_order)
+        group = by_id[cid]
+        if len(group) > 1:  # only duplicates need the arrival order
+            group.sort(key=_arrival_order)
         for dup in group[1:]:
             _dead(dead, counts, INPUT_CANDIDATES,
                   f"duplicate candidate_id {cid!r}: kept the record received first", dup.line)
