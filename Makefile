@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.demo --output out/demo
 
 clean:
-	rm -rf $(VENV) out build dist *.egg-info
+	rm -rf $(VENV) .venv-peers out build dist *.egg-info
 
 # Flink (see docs/running.md). FLINK_VERSION empty = the project's line, 1.20.
 FLINK_VERSION ?=
@@ -40,6 +40,21 @@ flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop
 
-.PHONY: bench
-bench: $(STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, micro (docs/benchmarks.md)
+# The PySpark peer's own environment (bench/requirements-peers.txt; Java 17 needed), installed on demand.
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
+
+.PHONY: bench bench-peers peers-env
+bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, micro, PySpark peer (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+peers-env: $(PEERS_STAMP)
+
+$(PEERS_STAMP): bench/requirements-peers.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/requirements-peers.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(STAMP) $(PEERS_STAMP)  ## the job beside PySpark local[2] on the same archive (bench.peers)
+	$(BIN)/python -m bench.peers $(PEERS_ARGS)

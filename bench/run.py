@@ -313,6 +313,10 @@ def parse_args(argv):
                    help="candidate counts for the Flink section (bench.flink; '' to skip); add 1000000 for 1M")
     p.add_argument("--flink-configs", default="direct,direct-mp2,flink-local,flink-session")
     p.add_argument("--flink-runs", type=int, default=3, help="rounds of the Flink section (1M runs once)")
+    p.add_argument("--peer-sizes", default="100000",
+                   help="candidate counts for the PySpark peer section (bench.peers; '' to skip); add 1000000 for 1M")
+    p.add_argument("--peer-partitions", default="2,4,8", help="PySpark cogroup partition counts to try")
+    p.add_argument("--peer-runs", type=int, default=3, help="rounds of the peer section (1M runs once)")
     p.add_argument("--skip-side-by-side", action="store_true")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
@@ -454,6 +458,13 @@ def main(argv: list[str] | None = None) -> int:
 
         sections.append(flink.section(flink_sizes, [c for c in args.flink_configs.split(",") if c],
                                       args.flink_runs, args.cache, scratch, report, log))
+    peer_sizes = [int(s) for s in args.peer_sizes.split(",") if s.strip()]
+    if peer_sizes:
+        from bench import peers
+
+        sections.append(peers.section(peer_sizes, list(peers.JOB_CONFIGS),
+                                      [int(n) for n in args.peer_partitions.split(",") if n.strip()],
+                                      args.peer_runs, args.cache, scratch, report, log))
     report["load_after"] = os.getloadavg()
     text = write_report(report, sections, args.results)
     shutil.rmtree(scratch, ignore_errors=True)

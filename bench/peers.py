@@ -1,0 +1,199 @@
+"""The job beside a peer engine: PySpark ``local[2]`` doing the same domain work.
+
+    .venv/bin/python -m bench.peers                            # 100k candidates, 3 rounds
+    .venv/bin/python -m bench.peers --sizes 100000,1000000 --runs 1
+    (``make bench`` runs this as its "Peers" section; ``make bench-peers`` alone.)
+
+Configurations, each its own child process on the same cached archive, rounds
+interleaved so machine load drifts over all of them alike:
+
+- ``loop``, ``direct``, ``direct-mp2``: the domain loop and the job in-process
+  and on two multi-processing workers (bench.run's configurations, measured
+  again here so the comparison is side by side);
+- ``spark-p<N>``: ``bench.spark_peer`` in the peers' own environment
+  (``.venv-peers``, bench/requirements-peers.txt): PySpark ``local[2]``, RDD
+  ``cogroup`` by source into N partitions, one domain call per source, JSON
+  Lines out. Several N are run; the peer is credited with its best.
+
+Wall time and CPU time are of the whole process tree (the driver, its JVM and
+the Python workers the JVM starts); peak RSS is the sum over that tree
+(bench.procs). The peer's environment is installed on demand: without it,
+this section says how to install it instead of failing the whole bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
+from bench.procs import measure
+from bench.stats import markdown_table, spread, summary
+
+PEERS_PY = REPO / ".venv-peers" / "bin" / "python"
+INSTALL_HINT = "`make bench-peers` (or `make peers-env`) installs PySpark into .venv-peers"
+JOB_CONFIGS = ("loop", "direct", "direct-mp2")
+
+
+def spark_available() -> str | None:
+    """None when the peer can run, else why not."""
+    if not PEERS_PY.exists():
+        return f"no peers environment at {PEERS_PY.parent.parent.name}: {INSTALL_HINT}"
+    if shutil.which("java") is None:
+        return "PySpark needs Java 17 on PATH"
+    return None
+
+
+def spark_command(archive: Archive, output: Path, partitions: int) -> list[str]:
+    return [str(PEERS_PY), "-m", "bench.spark_peer", "--transcripts", archive.transcripts_glob,
+            "--candidates", archive.candidates_glob, "--output", str(output), "--master", "local[2]",
+            "--partitions", str(partitions)]
+
+
+def run_spark(archive: Archive, partitions: int, scratch: Path) -> dict:
+    output = scratch / f"spark-p{partitions}"
+    shutil.rmtree(output, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    m = measure(spark_command(archive, output, partitions), cwd=str(REPO), env=env)
+    if m.returncode != 0:
+        raise SystemExit(f"spark-p{partitions} failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
+    detail = json.loads(m.stdout.strip().splitlines()[-1])
+    if detail["candidates"] != archive.candidates_in:
+        raise SystemExit(f"spark-p{partitions} saw {detail['candidates']} candidates, the archive holds "
+                         f"{archive.candidates_in}")
+    shutil.rmtree(output, ignore_errors=True)
+    return {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "tree_peak_rss_mb": m.tree_peak_rss_mb,
+            "max_process_rss_mb": m.max_process_rss_mb, "processes": m.peak_processes,
+            "rate": archive.candidates_in / m.wall_s, "load1_after": os.getloadavg()[0],
+            "evaluations": detail["evaluations"], "spark": detail}
+
+
+def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, cache: Path, scratch: Path,
+        log) -> dict:
+    from bench.run import CONFIGS, run_once  # bench.run imports this module lazily
+
+    missing = spark_available()
+    points = []
+    for size in sizes:
+        archive = ensure_archive(ArchiveSpec.at_density(size), cache, log)
+        names = [c for c in configs if c in JOB_CONFIGS] + ([] if missing else [f"spark-p{n}" for n in partitions])
+        rows: dict[str, list[dict]] = {name: [] for name in names}
+        for round_no in range(1, (runs if size < 500_000 else 1) + 1):
+            for name in names:
+                if name.startswith("spark-p"):
+                    row = run_spark(archive, int(name[len("spark-p"):]), scratch)
+                else:
+                    row = run_once(CONFIGS[name], archive, "jsonl", scratch)
+                rows[name].append(row)
+                log(f"  peers {size:>9,} round {round_no} {name:<11} {row['wall_s']:7.2f}s "
+                    f"{row['rate']:8,.0f} cand/s  tree RSS {row['tree_peak_rss_mb']:7,.0f} MB  "
+                    f"load {os.getloadavg()[0]:.2f}")
+        evaluations = {row["evaluations"] for r in rows.values() for row in r}
+        if len(evaluations) != 1:
+            raise SystemExit(f"configurations disagree on the number of evaluations: {evaluations}")
+        summaries = {name: {metric: summary([r[metric] for r in rs])
+                            for metric in ("wall_s", "cpu_s", "rate", "tree_peak_rss_mb", "load1_after")}
+                     | {"processes": max(r["processes"] for r in rs)}
+                     for name, rs in rows.items()}
+        points.append({"size": size, "candidates": archive.candidates_in, "sources": archive.sources,
+                       "summaries": summaries, "raw": rows})
+    return {"points": points, "not_measurable": missing}
+
+
+LABELS = {
+    "loop": "domain loop (1 process)",
+    "direct": "job, in-process (FnApiRunner)",
+    "direct-mp2": "job, 2 workers (multi_processing)",
+}
+
+
+def best_spark(summaries: dict) -> str | None:
+    sparks = [name for name in summaries if name.startswith("spark-p")]
+    return max(sparks, key=lambda name: summaries[name]["rate"]["median"]) if sparks else None
+
+
+def tables(result: dict) -> str:
+    parts = []
+    for point in result["points"]:
+        s = point["summaries"]
+        best = best_spark(s)
+        rows = []
+        for name, m in s.items():
+            label = LABELS.get(name) or f"PySpark `local[2]`, cogroup into {name[len('spark-p'):]} partitions"
+            if name == best:
+                label += " (best)"
+            ratio = f"{m['rate']['median'] / s[best]['rate']['median']:.2f}" if best else "-"
+            rows.append([label, spread(m["wall_s"], "{:.2f}"), spread(m["rate"]), ratio, f"{m['cpu_s']['median']:.1f}",
+                         spread(m["tree_peak_rss_mb"]), m["processes"], f"{m['load1_after']['median']:.2f}"])
+        parts.append(f"{point['candidates']:,} candidates, {point['sources']} sources, "
+                     f"{len(next(iter(point['raw'].values())))} interleaved round(s), JSON Lines outputs.\n\n"
+                     + markdown_table(["configuration", "wall s, median (min–max)", "candidates/s",
+                                       "x best PySpark", "CPU s", "peak RSS of the tree, MB", "processes",
+                                       "1-min load after"], rows, "lrrrrrrr"))
+    if result["not_measurable"]:
+        parts.append(f"PySpark not measured: {result['not_measurable']}.")
+    return "\n\n".join(parts)
+
+
+def targets(result: dict) -> list[list[str]]:
+    """The issue's targets against the peer (JSON Lines, medians)."""
+    rows = []
+    for point in result["points"]:
+        s = point["summaries"]
+        best = best_spark(s)
+        if best and "direct-mp2" in s:
+            r = s["direct-mp2"]["rate"]["median"] / s[best]["rate"]["median"]
+            goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
+            rows.append([f"job on 2 workers vs best PySpark at {point['candidates']:,}: {goal}", f"{r:.2f}x",
+                         "yes" if ok else "no"])
+        if best and "direct" in s:
+            r = s["direct"]["rate"]["median"] / s[best]["rate"]["median"]
+            rows.append([f"job in-process vs best PySpark at {point['candidates']:,}", f"{r:.2f}x", "-"])
+    return rows
+
+
+def section(sizes: list[int], configs: list[str], partitions: list[int], runs: int, cache: Path, scratch: Path,
+            report: dict, log) -> str:
+    log(f"peers over {sizes}")
+    result = run(sizes, configs, partitions, runs, cache, scratch, log)
+    report["peers"] = result
+    text = "## Peers: PySpark beside the job\n\n" + tables(result)
+    rows = targets(result)
+    if rows:
+        text += "\n\n" + markdown_table(["target", "measured", "met"], rows, "lll")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="100000")
+    p.add_argument("--configs", default=",".join(JOB_CONFIGS))
+    p.add_argument("--partitions", default="2,4,8", help="PySpark cogroup partition counts to try")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
+    p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
+    args = p.parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    scratch = args.results / "scratch-peers"
+    scratch.mkdir(parents=True, exist_ok=True)
+    report: dict = {"load_before": os.getloadavg()}
+    text = section([int(s) for s in args.sizes.split(",") if s.strip()], [c for c in args.configs.split(",") if c],
+                   [int(n) for n in args.partitions.split(",") if n.strip()], args.runs, args.cache, scratch, report,
+                   log)
+    report["load_after"] = os.getloadavg()
+    text += (f"\n\nLoad average (1/5/15 min) before {'/'.join(f'{x:.2f}' for x in report['load_before'])}, "
+             f"after {'/'.join(f'{x:.2f}' for x in report['load_after'])}.")
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "peers-latest.md").write_text(text + "\n")
+    (args.results / "peers-latest.json").write_text(json.dumps(report, indent=1, default=str))
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
