@@ -18,9 +18,11 @@ from pydantic import ValidationError
 from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
+from domain.frozen import quick_init
 from domain.issues import Issue
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CandidateResult:
     passed: bool

@@ -20,9 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from domain.frozen import quick_init
 from domain.source import Chunk, DocumentIndex, chunk_contains_positions
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SourceRef:
     """A cited range ``(source_id, start_unit_id, end_unit_id)``.

@@ -20,6 +20,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Container, Iterable, Sequence
 
+from domain.frozen import quick_init
+
 # One shared bound for every family (it is part of each validator policy fingerprint).
 MAX_ISSUES = 50
 MAX_GUIDANCE_CHARS = 6000
@@ -37,6 +39,7 @@ GUIDANCE_OPENING = (
 GUIDANCE_CLOSING = "Return only the corrected JSON response."
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Correction:
     """What the model needs to repair one defect, in its own terms.
@@ -53,6 +56,7 @@ class Correction:
     fix: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Issue:
     validator: str

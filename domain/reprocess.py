@@ -37,6 +37,7 @@ from domain.families.base import (
     fold_name,
 )
 from domain.families.reconciliation import listed_entries
+from domain.frozen import quick_init
 from domain.records import dead_letter_row, shown_value
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.revision import KIND_REFRESH, KIND_RETRY, choose_accepted, is_current, next_attempt, refresh_due
@@ -100,6 +101,7 @@ def process_source_groups(
 
 # --- candidate envelope ---------------------------------------------------------------
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Candidate:
     candidate_id: str

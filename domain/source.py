@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
+from domain.frozen import quick_init
 from domain.records import shown_value
 
 CHUNK_KINDS = ("extraction", "scene")
@@ -26,6 +27,7 @@ class TranscriptError(ValueError):
     in words an operator understands; the job turns it into a dead letter."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Unit:
     unit_id: int
@@ -33,6 +35,7 @@ class Unit:
     text: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A chunk of a transcript. Its record's list names a *set* of units (SPEC §3.1):

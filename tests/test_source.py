@@ -90,3 +90,26 @@ def test_the_column_fast_path_declines_what_the_unit_checks_reject(units):
 def test_a_chunk_the_fast_path_declines_is_rejected_by_the_checks(members):
     with pytest.raises(TranscriptError):
         transcript_from_record(record(chunks=[{"chunk_id": "x-1", "kind": "extraction", "unit_ids": members}]))
+
+
+def test_quick_init_keeps_every_dataclass_behaviour():
+    import dataclasses
+    import pickle
+
+    from domain.frozen import quick_init
+
+    @quick_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int = 2
+        tags: tuple = dataclasses.field(default_factory=tuple)
+
+    p = Point(1)
+    assert (p.x, p.y, p.tags) == (1, 2, ()) and p == Point(1, 2, ()) and hash(p) == hash(Point(1))
+    assert Point(1, tags=(3,)).tags == (3,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 5
+    assert pickle.loads(pickle.dumps(p)) == p and dataclasses.replace(p, y=7) == Point(1, 7)
+    with pytest.raises(TypeError):
+        Point()

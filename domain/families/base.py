@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from domain import issues as shared_issues
 from domain.evidence import SourceRef
+from domain.frozen import quick_init
 from domain.issues import Issue
 from domain.source import Chunk, Transcript
 
@@ -59,6 +60,7 @@ class Evidence(StrictModel):
 EvidenceList = Annotated[tuple[Evidence, ...], Field(min_length=1)]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RegistryView:
     """Names (and aliases) of one kind accepted for a source, case/space folded."""
@@ -75,6 +77,7 @@ def fold_name(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ListedEntry:
     """One entry of an accepted chunk registry as a reconciliation prompt lists it.
@@ -91,6 +94,7 @@ class ListedEntry:
     evidence: tuple[SourceRef, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EvaluationContext:
     transcript: Transcript
@@ -102,6 +106,7 @@ class EvaluationContext:
     registry_entries: tuple[ListedEntry, ...] | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Adapted:
     """A typed candidate after canonicalization: records in earliest-evidence order."""

@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
 from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
+from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
 
@@ -38,6 +39,7 @@ class CombatTurnsResponse(StrictModel):
     turns: tuple[TurnItem, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     round: int

@@ -35,12 +35,14 @@ from domain.families.common import (
     order_records,
     raw_text,
 )
+from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name
 from domain.source import Transcript
 
 LIST_FIELD = "occurrences"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class OccurrenceRecord:
     name: str

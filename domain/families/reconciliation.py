@@ -38,6 +38,7 @@ from domain.families.base import (
     fold_name,
 )
 from domain.families.common import cited, order_records, raw_text
+from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name
 from domain.schemagen import DURABLE_EVIDENCE
 from domain.source import Transcript
@@ -69,6 +70,7 @@ class ReconciliationResponse(StrictModel):
     entities: tuple[ReconciledEntity, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ReconciledRecord:
     name: str

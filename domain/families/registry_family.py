@@ -30,6 +30,7 @@ from domain.families.common import (
     order_records,
     raw_text,
 )
+from domain.frozen import quick_init
 from domain.issues import Issue, IssueCollector, quote_name
 from domain.source import Transcript
 
@@ -43,6 +44,7 @@ class RegistryEntry(StrictModel):
     evidence: EvidenceList
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RegistryRecord:
     name: str

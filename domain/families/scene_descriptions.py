@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 from domain.assets import llm_schema_path, load_json_asset
 from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilySpec, JsonInt, StrictModel
 from domain.families.common import raw_text
+from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
 from domain.source import Transcript
 
@@ -39,6 +40,7 @@ class SceneDescriptionsResponse(StrictModel):
     scenes: tuple[SceneItem, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SceneRecord:
     source_id: str

@@ -10,6 +10,7 @@ from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
 from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
+from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
 
@@ -35,6 +36,7 @@ class SpellsResponse(StrictModel):
     spells: tuple[SpellItem, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SpellRecord:
     spell_name: str
