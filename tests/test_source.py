@@ -1,6 +1,10 @@
+import dataclasses
+import pickle
+
 import orjson
 import pytest
 
+from domain.frozen import quick_init
 from domain.source import TranscriptError, parse_transcript, transcript_from_record
 
 
@@ -92,19 +96,15 @@ def test_a_chunk_the_fast_path_declines_is_rejected_by_the_checks(members):
         transcript_from_record(record(chunks=[{"chunk_id": "x-1", "kind": "extraction", "unit_ids": members}]))
 
 
+@quick_init
+@dataclasses.dataclass(frozen=True, slots=True)
+class Point:
+    x: int
+    y: int = 2
+    tags: tuple = dataclasses.field(default_factory=tuple)
+
+
 def test_quick_init_keeps_every_dataclass_behaviour():
-    import dataclasses
-    import pickle
-
-    from domain.frozen import quick_init
-
-    @quick_init
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Point:
-        x: int
-        y: int = 2
-        tags: tuple = dataclasses.field(default_factory=tuple)
-
     p = Point(1)
     assert (p.x, p.y, p.tags) == (1, 2, ()) and p == Point(1, 2, ()) and hash(p) == hash(Point(1))
     assert Point(1, tags=(3,)).tags == (3,)
