@@ -127,13 +127,18 @@ def tables(result: dict) -> str:
             if name == best:
                 label += " (best)"
             ratio = f"{m['rate']['median'] / s[best]['rate']['median']:.2f}" if best else "-"
-            rows.append([label, spread(m["wall_s"], "{:.2f}"), spread(m["rate"]), ratio, f"{m['cpu_s']['median']:.1f}",
+            # PySpark's JVM and its Python workers are not reaped by the driver: wait4 cannot see their CPU.
+            cpu = "n/a" if name.startswith("spark-p") else f"{m['cpu_s']['median']:.1f}"
+            rows.append([label, spread(m["wall_s"], "{:.2f}"), spread(m["rate"]), ratio, cpu,
                          spread(m["tree_peak_rss_mb"]), m["processes"], f"{m['load1_after']['median']:.2f}"])
         parts.append(f"{point['candidates']:,} candidates, {point['sources']} sources, "
                      f"{len(next(iter(point['raw'].values())))} interleaved round(s), JSON Lines outputs.\n\n"
                      + markdown_table(["configuration", "wall s, median (min–max)", "candidates/s",
                                        "x best PySpark", "CPU s", "peak RSS of the tree, MB", "processes",
                                        "1-min load after"], rows, "lrrrrrrr"))
+    parts.append("CPU s is user + system time of the process and the descendants it reaped (n/a for PySpark, "
+                 "whose JVM and Python workers the driver does not reap). Peak RSS is the sum over the whole "
+                 "process tree, JVM included.")
     if result["not_measurable"]:
         parts.append(f"PySpark not measured: {result['not_measurable']}.")
     return "\n\n".join(parts)
