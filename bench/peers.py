@@ -145,11 +145,22 @@ def tables(result: dict) -> str:
 
 
 def targets(result: dict) -> list[list[str]]:
-    """The issue's targets against the peer (JSON Lines, medians)."""
+    """Issue #16's targets (JSON Lines, medians of this section's interleaved rounds)."""
     rows = []
     for point in result["points"]:
         s = point["summaries"]
         best = best_spark(s)
+        at = f"at {point['candidates']:,}"
+        rate = {name: m["rate"]["median"] for name, m in s.items()}
+        if "loop" in rate:
+            rows.append([f"domain loop >= 20,000 candidates/s on one core {at}", f"{rate['loop']:,.0f}/s",
+                         "yes" if rate["loop"] >= 20_000 else "no"])
+        if "loop" in rate and "direct" in rate:
+            r = rate["direct"] / rate["loop"]
+            rows.append([f"job in-process >= 0.85x the domain loop {at}", f"{r:.2f}x", "yes" if r >= 0.85 else "no"])
+        if "direct" in rate and "direct-mp2" in rate:
+            r = rate["direct-mp2"] / rate["direct"]
+            rows.append([f"job on 2 workers >= 1.5x in-process {at}", f"{r:.2f}x", "yes" if r >= 1.5 else "no"])
         if best and "direct-mp2" in s:
             r = s["direct-mp2"]["rate"]["median"] / s[best]["rate"]["median"]
             goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
