@@ -460,7 +460,10 @@ def test_a_maximal_hostile_scene_candidate_costs_a_few_times_a_normal_source():
         {"kind": "combat", "title": f"Scene {k}", "summary": "s" * 100, "start_unit_id": 7 + k, "end_unit_id": 3}
         for k in range(600)]})
     ratio = source_cost(transcript_line, hostile)[0] / source_cost(transcript_line, normal)[0]
-    assert ratio < 5, ratio  # about 2; about 60 with the per-scene scan of the chunk
+    # About 7: the normal source's count is mostly its transcript, whose units and chunk members
+    # are checked column by column (a few Python lines, not a few per unit; it was about 2 when
+    # each unit took its own lines). The per-scene scan of the chunk made it well over 60.
+    assert ratio < 15, ratio
 
 
 def test_registry_clashes_with_one_richly_cited_entry_cost_linear():
