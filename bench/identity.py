@@ -19,28 +19,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import glob
-import gzip
 import hashlib
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import orjson
 
+from bench.lines import read_grouped
+
 TAGS = ("artifacts", "retry_requests", "evaluations", "dead_letters")
-
-
-def read_grouped(pattern: str) -> dict[str, list[bytes]]:
-    grouped: dict[str, list[bytes]] = defaultdict(list)
-    for path in sorted(glob.glob(pattern)):
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as handle:
-            for line in handle:
-                line = line.rstrip(b"\r\n")
-                if line.strip():
-                    grouped[orjson.loads(line)["source_id"]].append(line)
-    return grouped
 
 
 def digests(transcripts: str, candidates: str, keep_rows: bool = False) -> dict:

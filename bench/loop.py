@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import glob
-import gzip
 import resource
 import sys
 import time
@@ -30,6 +28,8 @@ from pathlib import Path
 
 import fastavro
 import orjson
+
+from bench.lines import read_grouped
 
 from domain.assets import durable_avro_schema_path, load_json_asset
 from domain.reprocess import OUTPUT_TAGS, RunConfig, process_source
@@ -44,19 +44,6 @@ OUTPUT_SCHEMAS = {
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def read_grouped(pattern: str) -> dict[str, list[bytes]]:
-    """Every non-blank line of the matching files, by ``source_id`` (streamed: no whole-file buffer)."""
-    grouped: dict[str, list[bytes]] = defaultdict(list)
-    for path in sorted(glob.glob(pattern)):
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as handle:
-            for line in handle:
-                line = line.rstrip(b"\r\n")
-                if line.strip():
-                    grouped[orjson.loads(line)["source_id"]].append(line)
-    return grouped
 
 
 class _Writers:
