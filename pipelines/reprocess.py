@@ -37,7 +37,7 @@ from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, reading_progress, absolute_pattern
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
 from domain.schemagen import arrow_schema_path
-from transforms.write import WriteRows, WriteRowsByKey, arrow_schema, join_path, write_json_document
+from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
 # attempt to download a Prism binary first (this job runs offline too).
@@ -59,9 +59,8 @@ def writer_schema(fmt: str, avro_path: str):
     return None
 
 
-def writer_kwargs(fmt: str, avro_path: str) -> dict:
-    schema = writer_schema(fmt, avro_path)
-    return {"arrow_schema": schema} if fmt == "parquet" else {"avro_schema": schema}
+def artifact_label(row: dict) -> str:
+    return f"artifacts/{row['family']}"
 
 
 def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
@@ -88,16 +87,19 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
 
     output = opts.output  # normalized by prepare_output_folder
-    artifact_schemas = {key: writer_schema(fmt, durable_avro_schema_path(key)) for key in FAMILIES}
-    written = {
-        f"artifacts/{key}": paths for key, paths in (processed["artifacts"] | "WriteArtifacts" >> WriteRowsByKey(
-            join_path(output, "artifacts"), fmt, lambda row: row["family"], artifact_schemas)).items()}
-    for tag in ("retry_requests", "evaluations"):
-        written[tag] = processed[tag] | f"Write[{tag}]" >> WriteRows(
-            join_path(output, tag), fmt, **writer_kwargs(fmt, OUTPUT_SCHEMAS[tag]))
+    specs = {f"artifacts/{key}": OutputSpec(join_path(output, "artifacts", key), fmt,
+                                            writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
+    specs.update({tag: OutputSpec(join_path(output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
+                  for tag in ("retry_requests", "evaluations", "dead_letters")})
     dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
-    written["dead_letters"] = dead_letters | "Write[dead_letters]" >> WriteRows(
-        join_path(output, "dead_letters"), fmt, **writer_kwargs(fmt, OUTPUT_SCHEMAS["dead_letters"]))
+    labelled = (
+        processed["artifacts"] | "LabelArtifacts" >> beam.ParDo(LabelBlocks(artifact_label)),
+        *(pcoll | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows))
+          for tag, pcoll in (("retry_requests", processed["retry_requests"]), ("evaluations", processed["evaluations"]),
+                             ("dead_letters", dead_letters))),
+    ) | "AllOutputs" >> beam.Flatten()
+    # One writer for every output folder: (label, final path) of each file once all are in place.
+    written = labelled | "WriteOutputs" >> WriteOutputs(specs, output)
 
     static_options = {
         "transcripts": opts.transcripts, "candidates": opts.candidates, "output": opts.output,

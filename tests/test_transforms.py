@@ -14,7 +14,7 @@ from output_reader import read_rows
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, decode_block, encode_block
-from transforms.write import WriteRows, WriteRowsByKey
+from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, WriteRows, WriteRowsByKey, arrow_schema
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
 
@@ -80,3 +80,36 @@ def test_write_rows_and_by_key(tmp_path, fmt):
             assert list(fastavro.reader(handle)) == [rows[1]]
     else:
         assert all(orjson.loads(line) for line in next((tmp_path / "all").glob("part-*")).read_bytes().splitlines())
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "avro", "parquet"])
+def test_write_outputs_writes_every_labelled_folder_in_one_step(tmp_path, fmt):
+    avro = {"type": "record", "name": "Row", "fields": [{"name": "family", "type": "string"},
+                                                       {"name": "n", "type": "long"}]}
+    schema = {"avro": avro, "jsonl": None,
+              "parquet": arrow_schema({"fields": [{"name": "family", "type": "string", "nullable": False},
+                                                  {"name": "n", "type": "int64", "nullable": False}]})}[fmt]
+    rows = [{"family": "a", "n": 1}, {"family": "b", "n": 2}, {"family": "a", "n": 3}]
+    specs = {label: OutputSpec(str(tmp_path / label), fmt, schema) for label in ("by/a", "by/b", "by/c", "all")}
+    with TestPipeline(options=OPTIONS) as p:
+        blocks = p | beam.Create([rows[:2], rows[2:], []])
+        labelled = (blocks | "ByKey" >> beam.ParDo(LabelBlocks(lambda r: f"by/{r['family']}")),
+                    blocks | "All" >> beam.Map(lambda b: ("all", b))) | beam.Flatten()
+        written = labelled | WriteOutputs(specs, str(tmp_path))
+        assert_that(written | beam.Map(lambda item: (item[0], item[1].rsplit("/", 1)[-1])),
+                    equal_to([(label, f"part-00000-of-00001.{fmt}") for label in specs]))
+    key = lambda r: r["n"]  # noqa: E731
+    assert sorted(read_rows(tmp_path / "all"), key=key) == rows
+    assert sorted(read_rows(tmp_path / "by" / "a"), key=key) == [rows[0], rows[2]]
+    assert read_rows(tmp_path / "by" / "b") == [rows[1]]
+    assert read_rows(tmp_path / "by" / "c") == [] and list((tmp_path / "by" / "c").glob("part-*"))
+    assert not list(tmp_path.glob(".temp-*"))  # the temporary folder is gone
+    from transforms.files import row_count
+    assert row_count(str(next((tmp_path / "by" / "c").glob("part-*"))), fmt) == 0  # a real, empty file
+
+
+def test_write_outputs_refuses_an_undeclared_label(tmp_path):
+    with pytest.raises(Exception, match="no output 'x'"):
+        with TestPipeline(options=OPTIONS) as p:
+            _ = p | beam.Create([("x", [{"n": 1}])]) | WriteOutputs({"y": OutputSpec(str(tmp_path / "y"), "jsonl")},
+                                                                   str(tmp_path))

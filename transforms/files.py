@@ -87,7 +87,7 @@ def file_facts(path: str, fmt: str) -> dict:
 
 
 class DescribeWrittenFiles(beam.PTransform):
-    """``{label: PCollection of written file paths}`` -> one dict per file:
+    """``{label: PCollection of written file paths}`` (or one PCollection of ``(label, path)``) -> one dict per file:
     ``{"label", "path", "format", "bytes", "sha256", "rows"}``.
 
     Its input is what Beam's file writers return after finalizing (the final
@@ -99,13 +99,15 @@ class DescribeWrittenFiles(beam.PTransform):
         self.written = written
 
     def expand(self, pbegin):
-        labelled = [
-            paths | f"Label[{label}]" >> beam.Map(lambda path, label=label: (label, path))
-            for label, paths in sorted(self.written.items())
-        ]
+        if isinstance(self.written, beam.PCollection):
+            labelled = self.written
+        else:
+            labelled = [
+                paths | f"Label[{label}]" >> beam.Map(lambda path, label=label: (label, path))
+                for label, paths in sorted(self.written.items())
+            ] | "AllWrittenFiles" >> beam.Flatten()
         return (
             labelled
-            | "AllWrittenFiles" >> beam.Flatten()
             # One file per element, spread over workers: hashing is the work.
             | "SpreadFiles" >> beam.Reshuffle()
             | "Facts" >> beam.Map(lambda item: {"label": item[0], "path": item[1], "format": format_of(item[1]),

@@ -180,3 +180,163 @@ def write_json_document(document: dict, path: str) -> str:
         handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
     FileSystems.rename([staging], [path])
     return path
+
+
+# --- one writer for many outputs -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One output folder of ``WriteOutputs``: its directory, file format and schema (Avro dict or pyarrow.Schema)."""
+
+    directory: str
+    output_format: str
+    schema: object = None
+
+
+SUFFIXES = {"jsonl": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
+
+
+class _FileWriter:
+    """One open file of one output format, taking blocks of rows."""
+
+    def __init__(self, path: str, spec: OutputSpec) -> None:
+        self.fmt = spec.output_format
+        self.handle = FileSystems.create(path, mime_type="application/octet-stream",
+                                         compression_type=CompressionTypes.UNCOMPRESSED)
+        if self.fmt == "avro":
+            self.writer = fastavro.write.Writer(self.handle, spec.schema, "deflate")
+        elif self.fmt == "parquet":
+            import pyarrow.parquet as pq
+            if spec.schema is None:
+                raise ValueError("the Parquet format needs an Arrow schema")
+            self.schema = spec.schema
+            self.writer = pq.ParquetWriter(self.handle, spec.schema, compression=PARQUET_CODEC)
+        elif self.fmt != "jsonl":
+            raise ValueError(f"unknown output format {self.fmt!r}; expected one of {FORMATS}")
+
+    def write(self, rows) -> None:
+        if not rows:
+            return
+        if self.fmt == "jsonl":
+            self.handle.write(jsonl_block(rows) + b"\n")
+        elif self.fmt == "avro":
+            for record in rows:
+                self.writer.write(record)
+        else:
+            self.writer.write_table(arrow_block(rows, self.schema))
+
+    def close(self) -> None:
+        if self.fmt == "avro":
+            self.writer.flush()
+        elif self.fmt == "parquet":
+            self.writer.close()
+        self.handle.close()
+
+
+def _parsed(spec: OutputSpec) -> OutputSpec:
+    if spec.output_format == "avro":
+        return OutputSpec(spec.directory, spec.output_format, fastavro.parse_schema(spec.schema))
+    return spec
+
+
+class _WriteTemporaryFiles(beam.DoFn):
+    """``(label, block)`` -> one temporary file per (bundle, label); emits ``(label, temporary path)`` at bundle end."""
+
+    def __init__(self, specs: dict, temp_dir: str) -> None:
+        self.specs = specs
+        self.temp_dir = temp_dir
+
+    def setup(self) -> None:
+        self._parsed = {label: _parsed(spec) for label, spec in self.specs.items()}
+
+    def start_bundle(self) -> None:
+        self._open: dict[str, tuple[str, _FileWriter]] = {}
+
+    def process(self, element):
+        label, rows = element
+        if label not in self._parsed:  # Beam would not say a word about an undeclared output
+            raise ValueError(f"no output {label!r}; known outputs: {sorted(self._parsed)}")
+        if label not in self._open:
+            spec = self._parsed[label]
+            path = join_path(self.temp_dir, f"{uuid.uuid4().hex}{SUFFIXES[spec.output_format]}")
+            self._open[label] = (path, _FileWriter(path, spec))
+        self._open[label][1].write(rows)
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.windowed_value import WindowedValue
+        for label, (path, writer) in sorted(self._open.items()):
+            writer.close()
+            yield WindowedValue((label, path), GlobalWindow().max_timestamp(), [GlobalWindow()])
+        self._open = {}
+
+
+def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
+    """Rename each output's temporary files to ``part-SSSSS-of-NNNNN``; an output without any gets one empty shard.
+
+    Returns ``(label, final path)`` for every file, only once all of them are in place."""
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for label, path in temporary:
+        by_label[label].append(path)
+    sources, targets, final = [], [], []
+    for label in sorted(specs):
+        spec = _parsed(specs[label])
+        suffix = SUFFIXES[spec.output_format]
+        paths = sorted(by_label.get(label, []))
+        if not paths:  # an empty output still gets its shard
+            path = join_path(temp_dir, f"{uuid.uuid4().hex}{suffix}")
+            _FileWriter(path, spec).close()
+            paths = [path]
+        try:
+            FileSystems.mkdirs(spec.directory)
+        except (IOError, OSError):
+            pass  # already there (or an object store: no folders)
+        for index, path in enumerate(paths):
+            target = join_path(spec.directory, f"part-{index:05d}-of-{len(paths):05d}{suffix}")
+            sources.append(path)
+            targets.append(target)
+            final.append((label, target))
+    if sources:
+        FileSystems.rename(sources, targets)
+    try:
+        FileSystems.delete([temp_dir])  # files of retried bundles, never renamed
+    except Exception:  # noqa: BLE001 - leftovers of a temporary folder are not the run's outputs
+        pass
+    return final
+
+
+@dataclass
+class WriteOutputs(beam.PTransform):
+    """``(label, block)`` elements -> ``<specs[label].directory>/part-SSSSS-of-NNNNN.<suffix>``, for many outputs at once.
+
+    One temporary file per (bundle, label) under ``temp_dir``, then one finalize step renames them
+    all; every label in ``specs`` gets at least one (possibly empty) shard. Returns ``(label, final
+    path)`` pairs, emitted only after every file of every output is in place."""
+
+    specs: dict  # label -> OutputSpec
+    temp_dir: str
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    def expand(self, labelled):
+        temp_dir = join_path(self.temp_dir, f".temp-write-{uuid.uuid4().hex}")
+        temporary = labelled | "WriteTemporary" >> beam.ParDo(_WriteTemporaryFiles(self.specs, temp_dir))
+        return (
+            labelled.pipeline
+            | "Once" >> beam.Create([None])
+            | "Finalize" >> beam.FlatMap(_finalize, beam.pvalue.AsList(temporary), self.specs, temp_dir)
+        )
+
+
+class LabelBlocks(beam.DoFn):
+    """A block -> ``(label_of(row), sub-block)`` per label, in row order (``label_of`` a function of the row)."""
+
+    def __init__(self, label_of: Callable[[dict], str]) -> None:
+        self.label_of = label_of
+
+    def process(self, block):
+        parts: dict[str, list] = defaultdict(list)
+        for row in block:
+            parts[self.label_of(row)].append(row)
+        yield from parts.items()
