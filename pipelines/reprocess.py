@@ -97,7 +97,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         *(pcoll | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows))
           for tag, pcoll in (("retry_requests", processed["retry_requests"]), ("evaluations", processed["evaluations"]),
                              ("dead_letters", dead_letters))),
-    ) | "AllOutputs" >> beam.Flatten()
+    )
     # One writer for every output folder: (label, final path) of each file once all are in place.
     written = labelled | "WriteOutputs" >> WriteOutputs(specs, output)
 

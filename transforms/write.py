@@ -307,7 +307,8 @@ def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
 
 @dataclass
 class WriteOutputs(beam.PTransform):
-    """``(label, block)`` elements -> ``<specs[label].directory>/part-SSSSS-of-NNNNN.<suffix>``, for many outputs at once.
+    """``(label, block)`` elements (one PCollection or several) -> ``<specs[label].directory>/part-SSSSS-of-NNNNN.<suffix>``,
+    for many outputs at once.
 
     One temporary file per (bundle, label) under ``temp_dir``, then one finalize step renames them
     all; every label in ``specs`` gets at least one (possibly empty) shard. Returns ``(label, final
@@ -321,9 +322,14 @@ class WriteOutputs(beam.PTransform):
 
     def expand(self, labelled):
         temp_dir = join_path(self.temp_dir, f".temp-write-{uuid.uuid4().hex}")
-        temporary = labelled | "WriteTemporary" >> beam.ParDo(_WriteTemporaryFiles(self.specs, temp_dir))
+        # Several inputs are written where each is produced (the write fuses into its producer's stage);
+        # flattening the rows first would move every row through the runner once more.
+        inputs = [labelled] if isinstance(labelled, beam.PCollection) else list(labelled)
+        pipeline = inputs[0].pipeline
+        temporary = [pcoll | f"WriteTemporary[{index}]" >> beam.ParDo(_WriteTemporaryFiles(self.specs, temp_dir))
+                     for index, pcoll in enumerate(inputs)] | "AllTemporary" >> beam.Flatten(pipeline=pipeline)
         return (
-            labelled.pipeline
+            pipeline
             | "Once" >> beam.Create([None])
             | "Finalize" >> beam.FlatMap(_finalize, beam.pvalue.AsList(temporary), self.specs, temp_dir)
         )
