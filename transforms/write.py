@@ -296,8 +296,11 @@ def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
             sources.append(path)
             targets.append(target)
             final.append((label, target))
-    if sources:
-        FileSystems.rename(sources, targets)
+    # A retried finalize finds some files renamed already: those stay as they are.
+    pending = [(source, target) for source, target in zip(sources, targets)
+               if FileSystems.exists(source) or not FileSystems.exists(target)]
+    if pending:
+        FileSystems.rename([source for source, _ in pending], [target for _, target in pending])
     try:
         FileSystems.delete([temp_dir])  # files of retried bundles, never renamed
     except Exception:  # noqa: BLE001 - leftovers of a temporary folder are not the run's outputs
