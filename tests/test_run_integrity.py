@@ -388,6 +388,7 @@ def test_on_an_object_store_a_used_folder_is_refused_and_overwrite_touches_only_
     assert {k: v for k, v in store.items() if not k.startswith(out + "/")} == neighbours
     assert f"{out}/artifacts/npc-registry/part-00000-of-00001.avro" not in store
     assert verify.verify_folder(out).ok
+    assert not [k for k in store if "/.temp-" in k]  # the writer's temporary objects are gone
 
     store[f"{out}/evaluations/part-00000-of-00001.jsonl"] += b'{"x": 1}\n'
     assert verify.verify_folder(out).problems[0].startswith(

@@ -301,8 +301,9 @@ def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
                if FileSystems.exists(source) or not FileSystems.exists(target)]
     if pending:
         FileSystems.rename([source for source, _ in pending], [target for _, target in pending])
-    try:
-        FileSystems.delete([temp_dir])  # files of retried bundles, never renamed
+    try:  # files of retried bundles, never renamed: the folder locally, its objects on an object store
+        FileSystems.delete([temp_dir] if FileSystems.get_scheme(temp_dir) is None else
+                           [m.path for m in FileSystems.match([join_path(temp_dir, "**")])[0].metadata_list])
     except Exception:  # noqa: BLE001 - leftovers of a temporary folder are not the run's outputs
         pass
     return final
