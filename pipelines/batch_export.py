@@ -39,7 +39,7 @@ from pipelines.options import parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
-from transforms.write import WriteRows, join_path, write_json_document
+from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
@@ -191,7 +191,9 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "AllFiles" >> beam.combiners.ToList()
     )
     dead_letters = (*(read[DEAD] for read in inputs.values()), shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
-    dead_letters | "Write[dead_letters]" >> WriteRows(join_path(args.output, "dead_letters"), "jsonl")
+    (dead_letters | "LabelDeadLetters" >> beam.Map(lambda block: ("dead_letters", block))
+     | "Write[dead_letters]" >> WriteOutputs(
+         {"dead_letters": OutputSpec(join_path(args.output, "dead_letters"), "jsonl")}, args.output))
 
     options = {
         "retry_requests": args.retry_requests, "transcripts": args.transcripts, "provider": provider.name,

@@ -24,7 +24,7 @@ from domain.schemagen import (
     generated_output_schemas,
 )
 from fixture_archive import run_job, write_archive
-from transforms.write import WriteRows, arrow_block
+from transforms.write import OutputSpec, WriteOutputs, arrow_block
 from transforms.write import arrow_schema as to_pyarrow
 
 ARTIFACT_ARROW = to_pyarrow(load_json_asset(arrow_schema_path(durable_avro_schema_path("spells"))))
@@ -97,14 +97,13 @@ def test_a_row_that_does_not_fit_the_schema_fails_loudly():
         arrow_block([row], ARTIFACT_ARROW)
 
 
-def test_write_rows_parquet_writes_a_readable_shard_even_when_empty(tmp_path):
+def test_write_outputs_parquet_writes_a_readable_shard_even_when_empty(tmp_path):
     schema = to_pyarrow(load_json_asset(arrow_schema_path("outputs/dead_letter.v1.avsc")))
     rows = [{"input": "candidates", "reason": "r", "payload": "é", "payload_encoding": "utf-8"}]
+    specs = {name: OutputSpec(str(tmp_path / name), "parquet", schema) for name in ("full", "empty")}
     with TestPipeline() as p:
-        blocks = p | beam.Create([rows, [], rows])
-        blocks | "Full" >> WriteRows(str(tmp_path / "full"), "parquet", arrow_schema=schema)
-        p | "Nothing" >> beam.Create([], reshuffle=False) | "Empty" >> WriteRows(
-            str(tmp_path / "empty"), "parquet", arrow_schema=schema)
+        _ = (p | beam.Create([rows, [], rows]) | beam.Map(lambda block: ("full", block))
+             | WriteOutputs(specs, str(tmp_path)))
     full = [r for f in sorted((tmp_path / "full").glob("part-*.parquet")) for r in pq.read_table(f).to_pylist()]
     assert full == rows * 2
     (empty,) = sorted((tmp_path / "empty").glob("part-*.parquet"))
