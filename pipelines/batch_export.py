@@ -30,12 +30,12 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
-    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
+    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
-from pipelines.options import parse_families
+from pipelines.options import parse_choices, parse_families
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
@@ -83,17 +83,11 @@ def registries_glob(args: argparse.Namespace) -> str | None:
     marker = "retry_requests/"
     if marker not in args.retry_requests:
         return None
-    return args.retry_requests.rsplit(marker, 1)[0] + "artifacts/*-registry/part-*"
+    return args.retry_requests.rsplit(marker, 1)[0] + REGISTRY_ARTIFACTS
 
 
 def parse_kinds(value: str | None) -> frozenset[str] | None:
-    if not value:
-        return None
-    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
-    unknown = sorted(chosen - set(REQUEST_KINDS))
-    if unknown:
-        raise SystemExit(f"--kinds: unknown kind {', '.join(unknown)}; known: {', '.join(REQUEST_KINDS)}")
-    return chosen
+    return parse_choices(value, REQUEST_KINDS, "--kinds", "kind")
 
 
 def _has_files(pattern: str | None) -> bool:

@@ -68,17 +68,22 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
 )
 
 
-def parse_families(value: str | None) -> frozenset[str] | None:
-    """``--families a,b`` -> the chosen family keys (None: all); unknown keys stop the command."""
+def parse_choices(value: str | None, known, flag: str, noun: str) -> frozenset[str] | None:
+    """``FLAG a,b`` -> the chosen names (None: all); a list naming nothing, or an unknown name, stops the command."""
     if value is None:
         return None
     chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
     if not chosen:
-        raise SystemExit(f"--families {value!r} names no family; known: {', '.join(sorted(FAMILIES))}")
-    unknown = sorted(chosen - FAMILIES.keys())
+        raise SystemExit(f"{flag} {value!r} names no {noun}; known: {', '.join(sorted(known))}")
+    unknown = sorted(chosen - set(known))
     if unknown:
-        raise SystemExit(f"--families: unknown family {', '.join(unknown)}; known: {', '.join(sorted(FAMILIES))}")
+        raise SystemExit(f"{flag}: unknown {noun} {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return chosen
+
+
+def parse_families(value: str | None) -> frozenset[str] | None:
+    """``--families a,b`` -> the chosen family keys (None: all); unknown keys stop the command."""
+    return parse_choices(value, FAMILIES, "--families", "family")
 
 
 class ReprocessOptions(PipelineOptions):

@@ -225,3 +225,14 @@ def test_every_request_the_job_writes_is_exported_for_every_provider(plan, provi
         r["request_id"]: r["kind"] for r in result.retry_requests}
     for row in rows:
         assert check_request_line(provider, orjson.loads(row["line"])) == [], row["index"]
+
+
+def test_the_default_registry_glob_names_every_chunk_registry_family_and_nothing_else():
+    import fnmatch
+
+    from domain.batch.export import REGISTRY_ARTIFACTS
+    from domain.families import FAMILIES
+    from domain.families.base import ROLE_REGISTRY
+
+    matched = {key for key in FAMILIES if fnmatch.fnmatch(f"artifacts/{key}/part-00000-of-00001.avro", REGISTRY_ARTIFACTS)}
+    assert matched == {key for key, spec in FAMILIES.items() if spec.role == ROLE_REGISTRY}

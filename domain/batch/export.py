@@ -37,6 +37,9 @@ from domain.source import Transcript, TranscriptError, parse_transcript
 INPUT_TRANSCRIPTS = "transcripts"
 INPUT_RETRY_REQUESTS = "retry_requests"
 INPUT_REGISTRIES = "registries"  # the run's accepted chunk registry artifacts (for reconciliation prompts)
+# Where a run keeps them, relative to its output folder: every chunk registry family's key ends in
+# "-registry" (tests/test_batch_backfill.py keeps that true).
+REGISTRY_ARTIFACTS = "artifacts/*-registry/part-*"
 OUTPUT_TAGS = ("requests", "dead_letters")
 
 REQUESTS_PREFIX = "requests-"
