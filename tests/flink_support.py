@@ -38,6 +38,14 @@ def _load(name: str) -> ModuleType:
 
 _cluster = _load("session_cluster")
 _fetch = _cluster._fjs
+
+
+def shared_path(*parts: str) -> Path:
+    """``shared/<parts>`` of the workplace, found as the vendored Flink sources are (beside this
+    checkout, or beside the local checkout it was cloned from); the usual place when absent."""
+    relative = Path("shared", *parts)
+    found = _fetch.find_beside_repository(relative)
+    return found if found is not None else Path(__file__).resolve().parents[2] / relative
 _pool = _load("worker_pool")
 
 # Re-exports for tests.

@@ -13,8 +13,13 @@ from hypothesis import strategies as st
 from sample import crd3
 from sample.jsonl import dumps_line, iter_lines, read_bytes, read_jsonl, write_jsonl
 
+try:  # tests/ on sys.path, or tests/ as a package
+    from flink_support import shared_path
+except ImportError:
+    from tests.flink_support import shared_path
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "crd3"
+CORPUS = shared_path("corpus", "crd3")
 SAMPLE = REPO_ROOT / "sample" / "data" / "crd3-sample.transcripts.jsonl.gz"
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="CRD3 corpus not available")

@@ -30,9 +30,14 @@ from sample.sim_defects import (
 )
 from sample.srd import load_spells
 
+try:  # tests/ on sys.path, or tests/ as a package
+    from flink_support import shared_path
+except ImportError:
+    from tests.flink_support import shared_path
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = REPO_ROOT / "sample" / "data" / "crd3-sample.transcripts.jsonl.gz"
-SHARED_SRD = REPO_ROOT.parent / "shared" / "reference" / "srd"
+SHARED_SRD = shared_path("reference", "srd")
 K = DefectKind
 
 CANDIDATE_KEYS = ["candidate_id", "family", "source_id", "chunk_id", "attempt", "producer",

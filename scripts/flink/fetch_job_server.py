@@ -323,19 +323,43 @@ def fetch(flink_version: str, cache_dir: Path | None = None, timeout_s: float = 
 # ------------------------------------------------------ vendored build (mvn) --
 
 
+def repository_roots() -> list[Path]:
+    """This checkout, then, for a clone of a local checkout, the checkout its ``origin`` names
+    (a fresh clone in a temporary folder still finds the workplace's ``shared/`` that way)."""
+    roots = [REPO_ROOT]
+    try:
+        url = subprocess.run(["git", "-C", str(REPO_ROOT), "remote", "get-url", "origin"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        url = ""
+    url = url.removeprefix("file://")
+    if url and "://" not in url and not re.match(r"^[^/]+:", url):  # a local path, not host:path
+        origin = Path(url).expanduser()
+        origin = origin if origin.is_absolute() else (REPO_ROOT / origin)
+        if origin.is_dir() and origin.resolve() != REPO_ROOT:
+            roots.append(origin.resolve())
+    return roots
+
+
+def find_beside_repository(relative: Path) -> Path | None:
+    """``relative`` (e.g. ``shared/vendor/...``) beside a repository root or beside one of its
+    parents (a git worktree may sit deeper than the main checkout)."""
+    for root in repository_roots():
+        for parent in root.parents:
+            if (parent / relative).exists():
+                return parent / relative
+    return None
+
+
 def vendor_dir() -> Path | None:
     """The vendored job server sources: $NOTARIUS_FLINK_VENDOR_DIR, else
-    ``shared/vendor/beam-flink-job-server`` beside the repository or beside one
-    of its parents (a git worktree may sit deeper than the main checkout)."""
+    ``shared/vendor/beam-flink-job-server`` found by :func:`find_beside_repository`."""
     override = os.environ.get(VENDOR_DIR_ENV)
     if override:
         path = Path(override).expanduser()
         return path if (path / "pom.xml").is_file() else None
-    for parent in REPO_ROOT.parents:
-        candidate = parent / VENDOR_RELATIVE
-        if (candidate / "pom.xml").is_file():
-            return candidate
-    return None
+    candidate = find_beside_repository(VENDOR_RELATIVE / "pom.xml")
+    return candidate.parent if candidate is not None else None
 
 
 def vendor_beam_version(vendor: Path) -> str:
