@@ -35,6 +35,7 @@ from domain.families.base import (
 )
 from domain.families.common import order_records
 from domain.issues import quote_name, render_range
+from domain.revision import KIND_RETRY
 from domain.source import Transcript
 
 VERDICTS_PASSING = frozenset({"accepted", "superseded"})
@@ -541,7 +542,7 @@ def retry_requests_only(requests: Iterable[Mapping[str, Any]]) -> list[Mapping[s
     """The retries among the request rows: a refresh request (SPEC §6.1) re-extracts a slot after a
     prompt revision and corrects nothing, so recall and one-request-per-failing-slot ignore it.
     Rows written before ``kind`` existed are retries."""
-    return [row for row in requests if row.get("kind", "retry") == "retry"]
+    return [row for row in requests if row.get("kind", KIND_RETRY) == KIND_RETRY]
 
 
 def retry_economy(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from domain.retry_economy import _TOKEN, _TOKEN_EDGE, InternalTokens, Leak, _identifier_like, find_leaks
+from domain.revision import KIND_RETRY
 
 Rows = Callable[[], Iterable[Mapping[str, Any]]]
 
@@ -92,7 +93,7 @@ def summarize_run(evaluations: Rows, requests: Rows, examples: int = EXAMPLE_COU
     best: dict[str, tuple[tuple, Mapping[str, Any]]] = {}  # family -> its most informative request
     for request in requests():
         leaks.extend(find_leaks(request, internal))
-        if request.get("kind", "retry") != "retry":
+        if request.get("kind", KIND_RETRY) != KIND_RETRY:
             continue  # a refresh request (SPEC §6.1) corrects nothing: neither counted nor shown
         count += 1
         key = example_key(request)

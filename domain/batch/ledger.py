@@ -27,6 +27,7 @@ import orjson
 
 from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
+from domain.revision import KIND_RETRY
 
 IMPORTED = "imported"
 MISSING = "missing"
@@ -65,7 +66,7 @@ class ExportedRequest:
     line_sha256: str
     line: int
     content_key: str | None = None
-    kind: str = "retry"  # retry or refresh (SPEC §6.1); indexes written before kinds existed hold retries
+    kind: str = KIND_RETRY  # retry or refresh (SPEC §6.1); indexes written before kinds existed hold retries
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
@@ -74,7 +75,7 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
         values = {name: row[name] for name in _INDEX_FIELDS}
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise ExportIndexError(f"{where}: not an export index row ({type(exc).__name__}: {exc})") from None
-    return ExportedRequest(**values, content_key=row.get("content_key"), kind=row.get("kind", "retry"))
+    return ExportedRequest(**values, content_key=row.get("content_key"), kind=row.get("kind", KIND_RETRY))
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
