@@ -199,6 +199,7 @@ class Flink:
     cluster_start_s: float | None = None
     pool_port: int | None = None
     pool_pid: int | None = None
+    taskmanager_memory: str | None = None  # the session cluster's TaskManager process size; None: its default
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def args(self, config: FlinkConfig) -> list[str]:
@@ -234,14 +235,16 @@ class Flink:
             cluster_mod = _load_flink_script("session_cluster")
             started = time.perf_counter()
             self.cluster = self._stack.enter_context(
-                cluster_mod.session_cluster(rest_port=cluster_mod._free_port(), flink_version=self.version))
+                cluster_mod.session_cluster(rest_port=cluster_mod._free_port(), flink_version=self.version,
+                                            **({"taskmanager_memory": self.taskmanager_memory}
+                                               if self.taskmanager_memory else {})))
             self.cluster_start_s = time.perf_counter() - started
 
     def close(self) -> None:
         self._stack.close()
 
 
-def obtain_flink(work: Path, log) -> Flink | str:
+def obtain_flink(work: Path, log, taskmanager_memory: str | None = None) -> Flink | str:
     """The shared Flink setting, or why Flink cannot be measured on this machine."""
     fjs = _load_flink_script("fetch_job_server")
     try:
@@ -249,7 +252,7 @@ def obtain_flink(work: Path, log) -> Flink | str:
         jar, route = fjs.obtain(version, log=log)
     except fjs.FetchError as e:
         return str(e)
-    return Flink(str(jar), version, route, work)
+    return Flink(str(jar), version, route, work, taskmanager_memory=taskmanager_memory)
 
 
 # --------------------------------------------------------------------- run --
@@ -283,11 +286,11 @@ def run_once(config: FlinkConfig, archive: Archive, scratch: Path, flink: Flink 
 
 
 def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, log,
-        large: int = 500_000) -> dict:
+        large: int = 500_000, taskmanager_memory: str | None = None) -> dict:
     """Every size, every configuration, interleaved rounds (sizes >= large run once)."""
     scratch.mkdir(parents=True, exist_ok=True)
     needs_flink = any(CONFIGS[c].kind != "direct" for c in configs)
-    flink = obtain_flink(scratch, log) if needs_flink else None
+    flink = obtain_flink(scratch, log, taskmanager_memory) if needs_flink else None
     if isinstance(flink, str):
         log(f"flink: not measurable here: {flink}")
         return {"unavailable": flink}
@@ -322,7 +325,8 @@ def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: P
                     "load1_after": [r["load1_after"] for r in rs]})
         if flink is not None:
             result["flink"] = {"version": flink.version, "jar": flink.jar, "route": flink.route,
-                               "cluster_start_s": flink.cluster_start_s}
+                               "cluster_start_s": flink.cluster_start_s,
+                               "taskmanager_memory": flink.taskmanager_memory}
     finally:
         if flink is not None:
             flink.close()
@@ -357,7 +361,8 @@ def tables(result: dict) -> str:
     notes = [f"Flink {f.get('version')} job server jar: {f.get('route')}."] if f else []
     if f.get("cluster_start_s") is not None:
         notes.append(f"Session cluster start (JobManager + TaskManager until the slots register), once for the "
-                     f"section, not in the wall times: {f['cluster_start_s']:.1f} s.")
+                     f"section, not in the wall times: {f['cluster_start_s']:.1f} s; TaskManager process size "
+                     f"{f.get('taskmanager_memory') or 'the default of scripts/flink/session_cluster.py'}.")
     for failure in result.get("failures", []):
         error = " ".join(failure["error"].split())[-400:]
         notes.append(f"FAILED: {CONFIGS[failure['config']].label} at {failure['size']:,}, round {failure['round']}: "
@@ -370,9 +375,10 @@ def tables(result: dict) -> str:
             + "\n\n" + "\n".join(f"- {n}" for n in notes))
 
 
-def section(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, report: dict, log) -> str:
+def section(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, report: dict, log,
+            taskmanager_memory: str | None = None) -> str:
     log(f"flink side by side over {sizes}: {', '.join(configs)}")
-    result = run(sizes, configs, runs, cache, scratch / "flink", log)
+    result = run(sizes, configs, runs, cache, scratch / "flink", log, taskmanager_memory=taskmanager_memory)
     report["flink"] = result
     return "## Flink beside the DirectRunner (JSON Lines outputs)\n\n" + tables(result)
 
@@ -384,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="interleaved rounds (sizes of 500,000 or more run once)")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
+    p.add_argument("--taskmanager-memory", help="the session cluster's TaskManager process size (e.g. 6g); "
+                   "default: scripts/flink/session_cluster.py's")
     args = p.parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     configs = [c for c in args.configs.split(",") if c]
@@ -392,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
     report: dict = {"load_before": os.getloadavg()}
     text = section([int(s) for s in args.sizes.split(",") if s.strip()], configs, args.runs, args.cache,
-                   args.results / "scratch", report, log)
+                   args.results / "scratch", report, log, args.taskmanager_memory)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

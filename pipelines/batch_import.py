@@ -34,7 +34,8 @@ from domain.batch.ledger import (
     CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
-from transforms.read import absolute_pattern, decompressed
+from transforms.compression import decompressed
+from transforms.read import absolute_pattern
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"

@@ -8,9 +8,7 @@ readers hold everything at once, for demo- and test-sized runs.
 
 from __future__ import annotations
 
-import bz2
 import glob
-import gzip
 from collections import defaultdict
 from pathlib import Path
 from typing import IO, Iterable, Iterator
@@ -21,6 +19,7 @@ import orjson
 from domain.reprocess import EnvelopeError, parse_candidate
 from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
 from domain.source import Transcript, TranscriptError, parse_transcript
+from transforms.compression import decompressed
 
 OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
 
@@ -88,11 +87,7 @@ def _open(path: str) -> IO[bytes]:
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     else:
         raw = open(path, "rb")
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if path.endswith(".bz2"):
-        return bz2.BZ2File(raw, mode="rb")
-    return raw
+    return decompressed(raw, path)
 
 
 def _utf8_bytes(value: object) -> str:

@@ -19,9 +19,6 @@ the file's size or order.
 from __future__ import annotations
 
 import base64
-import bz2
-import contextlib
-import gzip
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -36,6 +33,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain.records import dead_letter_row, unreadable_file_key
+from transforms.compression import decompressed
 from transforms.progress import ProgressSpec
 
 KEYED = "keyed"
@@ -81,19 +79,6 @@ def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
             if not line:
                 break
         yield head, True
-
-
-def decompressed(raw, path: str):
-    """A bounded-readline stream over ``raw``, decompressed by file extension.
-
-    (Beam's own CompressedFile has no ``readline(size)``, which the record size
-    limit needs.)
-    """
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if path.endswith(".bz2"):
-        return bz2.BZ2File(raw, mode="rb")
-    return contextlib.nullcontext(raw)
 
 
 def project(value, shape):

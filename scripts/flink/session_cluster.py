@@ -418,6 +418,12 @@ def _write_conf(
         "pekko.ask.timeout": "60 s",
         # A Beam job that fails must fail the test, not be retried for minutes.
         "restart-strategy.type": "none",
+        # An OutOfMemoryError or other uncaught error in a TaskManager thread
+        # (Beam's gRPC data plane runs in its own threads) must end the
+        # process, so the job fails with a cause; Flink's default (LOG) only
+        # logs it, the dead thread's data never arrives and the job hangs.
+        "cluster.uncaught-exception-handling": "FAIL",
+        "taskmanager.jvm-exit-on-oom": True,
     }
     # Flat keys in config.yaml are valid for both Flink 1.19/1.20 and 2.x.
     (conf_dir / "config.yaml").write_text(
@@ -648,6 +654,7 @@ def _cli_start(args: argparse.Namespace) -> int:
         args.rest_port,
         flink_version=args.flink_version,
         slots=args.slots,
+        taskmanager_memory=args.taskmanager_memory,
         startup_timeout_s=args.timeout,
     )
     if args.worker_pool_port:
@@ -746,6 +753,11 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="start in the background; print the --flink_master value")
     start.add_argument("--slots", type=int, default=2)
     start.add_argument("--timeout", type=float, default=120.0)
+    start.add_argument(
+        "--taskmanager-memory",
+        default=TASKMANAGER_MEMORY,
+        help=f"the TaskManager's process size (default {TASKMANAGER_MEMORY}; docs/running.md sizes it)",
+    )
     start.add_argument(
         "--worker-pool-port",
         type=int,
