@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import lru_cache, partial
+from typing import Any, Sequence, get_args
 
 import orjson
 from pydantic import ValidationError
 
 from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
-from domain.families.base import Adapted, EvaluationContext, FamilySpec
+from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.frozen import quick_init
 from domain.issues import Issue
@@ -43,7 +43,23 @@ def parse_copy(raw_response: str) -> str:
 
 @lru_cache(maxsize=None)
 def _structural_context(spec: FamilySpec) -> StructuralContext:
-    return StructuralContext(spec.key, spec.list_field, dict(spec.enums), spec.describe_raw_record)
+    return StructuralContext(spec.key, spec.list_field, dict(spec.enums), spec.describe_raw_record,
+                             partial(_record_accepted, record_model(spec)))
+
+
+def record_model(spec: FamilySpec) -> type[StrictModel]:
+    """The typed model of one record of the family's response (its list field's items)."""
+    return get_args(spec.response_model.model_fields[spec.list_field].annotation)[0]
+
+
+def _record_accepted(model: type[StrictModel], record: Any) -> bool:
+    # Through JSON text, as the response itself is validated: strict pydantic reads a JSON
+    # array as a tuple, a Python list not.
+    try:
+        model.model_validate_json(orjson.dumps(record))
+    except (ValidationError, orjson.JSONEncodeError):
+        return False
+    return True
 
 
 def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContext) -> CandidateResult:

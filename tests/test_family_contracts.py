@@ -186,3 +186,36 @@ def test_integral_floats_count_as_integers_like_the_schema():
     assert model_accepts(spec, doc) and Draft202012Validator(load_json_asset(llm_schema_path("spells"))).is_valid(doc)
     doc["spells"][0]["cast"]["level"] = 1.5
     assert not model_accepts(spec, doc)
+
+
+@pytest.mark.parametrize("family", FAMILY_KEYS)
+def test_schema_errors_skip_only_records_without_violations(family):
+    """The structural explanation walks only records the typed record model rejects; it must
+    find exactly what jsonschema finds walking the whole response, paths and order included."""
+    from domain.evaluate import _structural_context
+    from domain.families.common import schema_errors
+
+    spec = FAMILIES[family]
+    schema = load_json_asset(llm_schema_path(family))
+    validator = Draft202012Validator(schema)
+    sctx = _structural_context(spec)
+
+    def described(errors):
+        return [(list(path), error.validator, error.message) for path, error in errors]
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(schema), st.data())
+    def check(valid, data):
+        records = valid[spec.list_field]
+        valid = {**valid, spec.list_field: records + data.draw(st.lists(st.sampled_from(records), max_size=3))
+                 if records else records}
+        changed = valid
+        for _ in range(data.draw(st.integers(1, 3))):
+            path = data.draw(st.sampled_from(list(paths_of(changed))))
+            how = data.draw(st.sampled_from(["replace", "drop", "extra"]))
+            changed = mutate(changed, path, how, data.draw(json_values))
+        whole = sorted(((list(e.absolute_path), e) for e in validator.iter_errors(changed)),
+                       key=lambda item: ([str(p) for p in item[0]], item[1].validator))
+        assert described(schema_errors(sctx, changed)) == described(whole), changed
+
+    check()
