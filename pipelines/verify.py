@@ -20,7 +20,8 @@ from apache_beam.io.filesystems import FileSystems
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, files_block, is_part_file,
                                   listed_files,
                                   relative_path, verify_run)
-from transforms.files import content_facts, folder_state, format_of, list_files, normalized_folder, row_count
+from transforms.files import (file_facts, folder_state, format_of, list_files, normalized_folder,
+                              read_file_facts)
 
 
 def verify_folder(output: str) -> Verdict:
@@ -47,16 +48,13 @@ def verify_folder(output: str) -> Verdict:
         if rel not in present:
             found[rel] = None
             continue
-        path = FileSystems.join(folder, rel)
-        size, sha256 = content_facts(path)
-        try:
-            rows = row_count(path, want.format)
-        except ValueError as exc:  # reported with what else changed
-            changed = [f"bytes {want.bytes} -> {size}"] if size != want.bytes else []
-            changed += ["sha256 differs"] if sha256 != want.sha256 else []
-            found[rel] = ", ".join([*changed, str(exc)])
+        facts = read_file_facts(FileSystems.join(folder, rel), want.format)
+        if facts.row_error is not None:  # reported with what else changed
+            changed = [f"bytes {want.bytes} -> {facts.bytes}"] if facts.bytes != want.bytes else []
+            changed += ["sha256 differs"] if facts.sha256 != want.sha256 else []
+            found[rel] = ", ".join([*changed, facts.row_error])
             continue
-        found[rel] = OutputFile(rel, want.format, size, sha256, rows)
+        found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, facts.rows)
     return verify_run(manifest, found, [rel for rel in present if is_part_file(rel)])
 
 
@@ -68,8 +66,8 @@ def files_of(output: str) -> dict[str, list[dict]]:
         rel = relative_path(folder, path)
         if is_part_file(rel):
             fmt = format_of(path)
-            size, sha256 = content_facts(path)
-            described.append(OutputFile(rel, fmt, size, sha256, row_count(path, fmt)))
+            facts = file_facts(path, fmt)
+            described.append(OutputFile(rel, fmt, facts["bytes"], facts["sha256"], facts["rows"]))
     return files_block(described)
 
 

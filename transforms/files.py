@@ -2,8 +2,8 @@
 
 Generic: nothing here knows a D&D rule or an output's name. Everything goes
 through ``FileSystems``, so local paths, ``gs://`` and ``s3://`` behave alike.
-A file is read in bounded chunks (hash, byte size and row count never hold
-the file in memory).
+A file is read once, in bounded chunks: hash, byte size and row count come
+from the same pass and never hold the file in memory.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import apache_beam as beam
 import fastavro
@@ -22,34 +23,53 @@ _CHUNK = 1 << 20
 GLOB_CHARACTERS = "*?[]"
 
 
-def _chunks(path: str) -> Iterator[bytes]:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        while chunk := handle.read(_CHUNK):
-            yield chunk
+class _HashedStream:
+    """A file read front to back once: every byte read is also hashed and counted, so a row counter
+    reads the very bytes the hash covers. ``tell`` because fastavro asks for it."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.at_end = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.handle.read(n)
+        self.digest.update(data)
+        self.size += len(data)
+        self.at_end = self.at_end or (not data and n != 0)
+        return data
+
+    def tell(self) -> int:
+        return self.size
+
+    def read_to_end(self) -> None:
+        while not self.at_end:
+            self.read(_CHUNK)
 
 
-def _jsonl_rows(path: str) -> int:
+def _jsonl_rows(stream: _HashedStream) -> int:
     rows, last = 0, b"\n"
-    for chunk in _chunks(path):
+    while chunk := stream.read(_CHUNK):
         rows += chunk.count(b"\n")
         last = chunk[-1:]
     return rows + (last != b"\n")  # a last line without its line break
 
 
-def _avro_rows(path: str) -> int:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        return sum(block.num_records for block in fastavro.block_reader(handle))
+def _avro_rows(stream: _HashedStream) -> int:
+    return sum(block.num_records for block in fastavro.block_reader(stream))
 
 
-def _parquet_rows(path: str) -> int:
+def _parquet_rows(stream: _HashedStream) -> int:
     import pyarrow.parquet as pq  # only for Parquet runs
 
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        return pq.ParquetFile(handle).metadata.num_rows  # the footer's count: no row is read
+    stream.read_to_end()  # the footer holds the count: hash every byte first, then read only the footer
+    return pq.ParquetFile(stream.handle).metadata.num_rows  # no row is read
 
 
-# Row counters by file format; a new writer format adds its counter here.
-ROW_COUNTERS: dict[str, Callable[[str], int]] = {"jsonl": _jsonl_rows, "avro": _avro_rows, "parquet": _parquet_rows}
+# Row counters by file format, reading the file through its hashed stream; a new writer format adds its counter here.
+ROW_COUNTERS: dict[str, Callable[[_HashedStream], int]] = {"jsonl": _jsonl_rows, "avro": _avro_rows,
+                                                             "parquet": _parquet_rows}
 # File name suffix -> format.
 SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro", ".parquet": "parquet"}
 
@@ -61,29 +81,40 @@ def format_of(path: str) -> str:
     raise ValueError(f"no known format for {path!r}; known suffixes: {sorted(SUFFIX_FORMATS)}")
 
 
-def content_facts(path: str) -> tuple[int, str]:
-    """(byte size, sha256 hex) of one file, streamed."""
-    digest, size = hashlib.sha256(), 0
-    for chunk in _chunks(path):
-        digest.update(chunk)
-        size += len(chunk)
-    return size, digest.hexdigest()
+@dataclass(frozen=True)
+class FileFacts:
+    """Byte size, sha256 and row count of one file, from one streamed read."""
+
+    bytes: int
+    sha256: str
+    rows: int | None  # None: not readable as its format, ``row_error`` says why
+    row_error: str | None = None
 
 
-def row_count(path: str, fmt: str) -> int:
-    """Rows in one file of a known format; ValueError when it cannot be read as one."""
-    if fmt not in ROW_COUNTERS:
-        raise ValueError(f"unknown format {fmt!r}")
-    try:
-        return ROW_COUNTERS[fmt](path)
-    except Exception as exc:  # a damaged file has no row count
-        raise ValueError(f"not readable as {fmt} ({type(exc).__name__}: {exc})") from exc
+def read_file_facts(path: str, fmt: str) -> FileFacts:
+    """The facts of one file of format ``fmt``, read once. A file that cannot be read as ``fmt`` still
+    has its size and hash (``rows`` None, ``row_error`` why); one that cannot be read at all raises."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        stream = _HashedStream(handle)
+        rows, row_error = None, None
+        if fmt not in ROW_COUNTERS:
+            row_error = f"unknown format {fmt!r}"
+        else:
+            try:
+                rows = ROW_COUNTERS[fmt](stream)
+            except Exception as exc:  # a damaged file has no row count
+                row_error = f"not readable as {fmt} ({type(exc).__name__}: {exc})"
+        # The bytes after the rows (or after the damage) are hashed too; a file that cannot be read raises here.
+        stream.read_to_end()
+    return FileFacts(stream.size, stream.digest.hexdigest(), rows, row_error)
 
 
 def file_facts(path: str, fmt: str) -> dict:
-    """``{"bytes", "sha256", "rows"}`` of one file, streamed."""
-    size, sha256 = content_facts(path)
-    return {"bytes": size, "sha256": sha256, "rows": row_count(path, fmt)}
+    """``{"bytes", "sha256", "rows"}`` of one file, streamed; ValueError when it cannot be read as ``fmt``."""
+    facts = read_file_facts(path, fmt)
+    if facts.row_error is not None:
+        raise ValueError(facts.row_error)
+    return {"bytes": facts.bytes, "sha256": facts.sha256, "rows": facts.rows}
 
 
 class DescribeWrittenFiles(beam.PTransform):
