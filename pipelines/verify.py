@@ -17,11 +17,9 @@ from typing import Sequence
 import orjson
 from apache_beam.io.filesystems import FileSystems
 
-from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, files_block, is_part_file,
-                                  listed_files,
+from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   relative_path, verify_run)
-from transforms.files import (file_facts, folder_state, format_of, list_files, normalized_folder,
-                              read_file_facts)
+from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
 
 
 def verify_folder(output: str) -> Verdict:
@@ -56,19 +54,6 @@ def verify_folder(output: str) -> Verdict:
             continue
         found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, facts.rows)
     return verify_run(manifest, found, [rel for rel in present if is_part_file(rel)])
-
-
-def files_of(output: str) -> dict[str, list[dict]]:
-    """The ``files`` block for the ``part-*`` files a folder holds now (for folders made by hand, e.g. tests)."""
-    folder = normalized_folder(str(output))
-    described = []
-    for path in list_files(folder):
-        rel = relative_path(folder, path)
-        if is_part_file(rel):
-            fmt = format_of(path)
-            facts = file_facts(path, fmt)
-            described.append(OutputFile(rel, fmt, facts["bytes"], facts["sha256"], facts["rows"]))
-    return files_block(described)
 
 
 def require_verified(output) -> None:

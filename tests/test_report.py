@@ -14,11 +14,12 @@ import pytest
 
 from domain.manifest import build_manifest
 from domain.retry_economy import recorded_savings, retry_economy
+from domain.run_integrity import OutputFile, files_block
 from domain.run_summary import summarize_run
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
-from pipelines.verify import files_of
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
+from transforms.files import file_facts, format_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ENSURE_CHROMIUM = ROOT / "scripts" / "ensure_chromium.sh"
@@ -99,6 +100,17 @@ def test_examples_prefer_long_requests_one_per_family(run):
 
 
 # --- the commands, over files ------------------------------------------------------------------
+
+def files_of(job: Path) -> dict[str, list[dict]]:
+    """The manifest's ``files`` block for the ``part-*`` files of a folder made by hand."""
+    described = []
+    for path in sorted(job.rglob("part-*")):
+        fmt = format_of(str(path))
+        facts = file_facts(str(path), fmt)
+        described.append(OutputFile(path.relative_to(job).as_posix(), fmt, facts["bytes"], facts["sha256"],
+                                    facts["rows"]))
+    return files_block(described)
+
 
 def write_job(run, root: Path, requests=None) -> tuple[Path, Path]:
     """The hand run as a job output folder (JSON Lines) plus its archive and truth."""
