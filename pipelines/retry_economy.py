@@ -41,7 +41,7 @@ from domain.retry_economy import (
     retry_economy,
 )
 from domain.run_summary import RunSummary, summarize_run
-from pipelines.outputs import iter_rows, read_manifest, read_rows, read_truth
+from pipelines.outputs import iter_rows, read_rows, read_truth
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -92,8 +92,7 @@ def load_figures(out: Path, truth: Path | None = None) -> RunFigures:
     every evaluation and request at once, so with ``truth`` they are loaded.
     """
     out = Path(out)
-    require_verified(out)  # never figures from a half-written, mixed or altered run
-    manifest = read_manifest(out)
+    manifest = require_verified(out)  # never figures from a half-written, mixed or altered run
     savings, note = _savings(manifest)
     economy, kinds = None, {}
     if truth is None:

@@ -22,24 +22,25 @@ from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verd
 from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
 
 
-def verify_folder(output: str) -> Verdict:
+def _verdict_and_manifest(output: str) -> tuple[Verdict, dict | None]:
+    """The verdict on a run folder, and its manifest when it could be parsed."""
     folder = normalized_folder(str(output))
     state = folder_state(folder)
     if state in ("absent", "empty"):
-        return Verdict(0, (f"{output} does not exist or is empty",))
+        return Verdict(0, (f"{output} does not exist or is empty",)), None
     if state == "file":
-        return Verdict(0, (f"{output} is a file, not a run folder",))
+        return Verdict(0, (f"{output} is a file, not a run folder",)), None
     manifest_path = FileSystems.join(folder, MANIFEST_NAME)
     if not FileSystems.exists(manifest_path):
-        return Verdict(0, (f"no {MANIFEST_NAME}: not a committed run (still running, failed or killed)",))
+        return Verdict(0, (f"no {MANIFEST_NAME}: not a committed run (still running, failed or killed)",)), None
     try:
         with FileSystems.open(manifest_path) as handle:
             manifest = orjson.loads(handle.read())
         listed = listed_files(manifest)
     except orjson.JSONDecodeError as exc:
-        return Verdict(0, (f"{MANIFEST_NAME} is not valid JSON ({exc})",))
+        return Verdict(0, (f"{MANIFEST_NAME} is not valid JSON ({exc})",)), None
     except ManifestError as exc:
-        return Verdict(0, (str(exc),))
+        return Verdict(0, (str(exc),)), manifest
     present = {relative_path(folder, path) for path in list_files(folder)}
     found: dict[str, OutputFile | str | None] = {}
     for rel, want in listed.items():
@@ -53,16 +54,22 @@ def verify_folder(output: str) -> Verdict:
             found[rel] = ", ".join([*changed, facts.row_error])
             continue
         found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, facts.rows)
-    return verify_run(manifest, found, [rel for rel in present if is_part_file(rel)])
+    return verify_run(manifest, found, [rel for rel in present if is_part_file(rel)]), manifest
 
 
-def require_verified(output) -> None:
-    """For the commands that read a run folder: refuse one that does not verify, with the reason."""
-    verdict = verify_folder(str(output))
+def verify_folder(output: str) -> Verdict:
+    return _verdict_and_manifest(output)[0]
+
+
+def require_verified(output) -> dict:
+    """For the commands that read a run folder: refuse one that does not verify, with the reason;
+    returns the manifest it verified (read once: what was verified is what the caller reads)."""
+    verdict, manifest = _verdict_and_manifest(str(output))
     if not verdict.ok:
         raise SystemExit(f"{output} does not verify ({verdict.problems[0]}"
                          + (f"; and {len(verdict.problems) - 1} more" if len(verdict.problems) > 1 else "")
                          + f"); see: notarius-reprocess verify {output}")
+    return manifest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
