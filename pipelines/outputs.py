@@ -15,31 +15,37 @@ from typing import IO, Iterable, Iterator
 
 import fastavro
 import orjson
+from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from domain.reprocess import EnvelopeError, parse_candidate
 from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
+from domain.run_integrity import is_part_file, relative_path
 from domain.source import Transcript, TranscriptError, parse_transcript
 from transforms.compression import decompressed
+from transforms.files import format_of, list_files, normalized_folder
 
 OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
 
 
 # --- the job's outputs --------------------------------------------------------------------
 
-def iter_rows(folder: Path) -> Iterator[dict]:
-    """Every row of one output folder, streamed file by file (bounded memory)."""
-    for path in sorted(Path(folder).glob("part-*")):
-        if path.suffix == ".avro":
-            with open(path, "rb") as handle:
+def iter_rows(folder: str | Path) -> Iterator[dict]:
+    """Every row of one output folder, streamed file by file (bounded memory); any Beam filesystem."""
+    folder = normalized_folder(str(folder))
+    for path in list_files(folder):
+        if "/" in relative_path(folder, path) or not is_part_file(path):
+            continue  # the folder's own part files only, as the writer leaves them
+        fmt = format_of(path)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            if fmt == "avro":
                 yield from fastavro.reader(handle)
-        elif path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            elif fmt == "parquet":
+                import pyarrow.parquet as pq
 
-            with pq.ParquetFile(path) as parquet:
-                for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                    yield from batch.to_pylist()
-        else:
-            with open(path, "rb") as handle:
+                with pq.ParquetFile(handle) as parquet:
+                    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                        yield from batch.to_pylist()
+            else:
                 for line in handle:
                     if line.strip():
                         yield orjson.loads(line)
@@ -74,16 +80,12 @@ def canonical(rows: list[dict]) -> list[bytes]:
 def input_paths(pattern: str) -> list[str]:
     """Files matching a glob; remote schemes (gs://, s3://) through Beam's filesystems."""
     if "://" in pattern:
-        from apache_beam.io.filesystems import FileSystems
-
         return sorted(m.path for result in FileSystems.match([pattern]) for m in result.metadata_list)
     return sorted(glob.glob(pattern))
 
 
 def _open(path: str) -> IO[bytes]:
     if "://" in path:
-        from apache_beam.io.filesystems import CompressionTypes, FileSystems
-
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     else:
         raw = open(path, "rb")
