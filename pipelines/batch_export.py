@@ -35,10 +35,11 @@ from domain.batch.export import (
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
-from pipelines.options import parse_choices, parse_families
+from pipelines.options import parse_choices, parse_families, required_files
+from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, absolute_pattern
+from transforms.read import DEAD, KEYED, ReadKeyedRecords
 from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
@@ -88,10 +89,6 @@ def registries_glob(args: argparse.Namespace) -> str | None:
 
 def parse_kinds(value: str | None) -> frozenset[str] | None:
     return parse_choices(value, REQUEST_KINDS, "--kinds", "kind")
-
-
-def _has_files(pattern: str | None) -> bool:
-    return bool(pattern) and bool(FileSystems.match([absolute_pattern(pattern)])[0].metadata_list)
 
 
 def _limit(requested: int | None, provider_limit: int | None, flag: str) -> int | None:
@@ -157,7 +154,9 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes)
     inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_RETRY_REQUESTS: requests}
     registries = registries_glob(args)
-    if _has_files(registries):
+    if registries and not matching_files(registries):
+        registries = None  # the run's own place for them holds none (an explicit --registries was checked)
+    if registries:
         inputs[INPUT_REGISTRIES] = pipeline | "ReadRegistries" >> ReadKeyedRecords(
             registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes)
     shaped = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
@@ -195,7 +194,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         "temperature": args.temperature, "max_lines_per_file": max_lines, "max_bytes_per_file": max_bytes,
         "families": sorted(families) if families else None, "only_request_ids": args.only_request_ids,
         "max_record_bytes": args.max_record_bytes,
-        "registries": registries if _has_files(registries) else None, "kinds": args.kinds,
+        "registries": registries, "kinds": args.kinds,
     }
     manifest_path = join_path(args.output, MANIFEST)
     (
@@ -222,9 +221,8 @@ def _preflight(args: argparse.Namespace) -> None:
     parse_kinds(args.kinds)
     given = [("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)]
     for flag, pattern in given + ([("--registries", args.registries)] if args.registries else []):
-        if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
-            raise SystemExit(f"{flag} {pattern!r} matches no files")
-    stale = FileSystems.match([join_path(args.output, REQUESTS_PREFIX + "*")])[0].metadata_list
+        required_files(flag, pattern)
+    stale = matching_files(join_path(args.output, REQUESTS_PREFIX + "*"))
     if stale:
         raise SystemExit(f"--output {args.output!r} already holds request files; export into an empty folder")
 

@@ -34,8 +34,8 @@ from domain.batch.ledger import (
     CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
+from pipelines.options import required_files
 from transforms.compression import decompressed
-from transforms.read import absolute_pattern
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"
@@ -63,10 +63,7 @@ def parser() -> argparse.ArgumentParser:
 def match_all(patterns: Sequence[str], flag: str) -> list[str]:
     paths: set[str] = set()
     for pattern in patterns:
-        found = [m.path for m in FileSystems.match([absolute_pattern(pattern)])[0].metadata_list]
-        if not found:
-            raise SystemExit(f"{flag} {pattern!r} matches no files")
-        paths.update(found)
+        paths.update(required_files(flag, pattern))
     return sorted(paths)
 
 

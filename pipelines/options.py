@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from domain.families import FAMILIES
+from transforms.files import matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 
@@ -79,6 +80,14 @@ def parse_choices(value: str | None, known, flag: str, noun: str) -> frozenset[s
     if unknown:
         raise SystemExit(f"{flag}: unknown {noun} {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return chosen
+
+
+def required_files(flag: str, pattern: str) -> list[str]:
+    """The files an input pattern matches; none stops the command (a mistyped pattern would read nothing)."""
+    found = matching_files(pattern)
+    if not found:
+        raise SystemExit(f"{flag} {pattern!r} matches no files")
+    return found
 
 
 def parse_families(value: str | None) -> frozenset[str] | None:

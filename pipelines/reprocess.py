@@ -30,11 +30,11 @@ from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRA
 from domain.run_integrity import FILES_KEY, MANIFEST_NAME, OutputFile, files_block, relative_path
 from pipelines import runner_errors
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
-                               parse_families, wants_help)
+                               parse_families, required_files, wants_help)
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, reading_progress, absolute_pattern
+from transforms.read import DEAD, KEYED, ReadKeyedRecords, reading_progress
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
 from domain.schemagen import arrow_schema_path
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
@@ -154,8 +154,7 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
     if passed_on:
         print(f"notarius-reprocess: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
     for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
-        if not FileSystems.match([absolute_pattern(pattern)])[0].metadata_list:
-            raise SystemExit(f"{flag} {pattern!r} matches no files")
+        required_files(flag, pattern)
     patterns = {"--transcripts": opts.transcripts, "--candidates": opts.candidates,
                 "--prior-registries": opts.prior_registries}
     try:

@@ -168,10 +168,22 @@ def is_filesystem_root(folder: str) -> bool:
     return "/" not in rest.strip("/")
 
 
+def absolute_pattern(pattern: str) -> str:
+    """Local patterns made absolute: workers may not share the launcher's working directory."""
+    if is_local(pattern):
+        return os.path.abspath(pattern)
+    return pattern
+
+
+def matching_files(pattern: str) -> list[str]:
+    """The files a pattern matches (Beam's syntax), as full paths; a local pattern is read from the
+    working directory."""
+    return [m.path for m in FileSystems.match([absolute_pattern(pattern)])[0].metadata_list]
+
+
 def list_files(folder: str) -> list[str]:
     """Every file under ``folder`` (recursively), as full paths; [] when it does not exist."""
-    pattern = FileSystems.join(folder, "**")
-    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    return sorted(matching_files(FileSystems.join(folder, "**")))
 
 
 def folder_state(folder: str) -> str:
@@ -241,9 +253,8 @@ def prepare_output_folder(output: str, input_patterns: dict[str, str], sample_ou
     for flag, pattern in sorted(input_patterns.items()):
         if not pattern:
             continue
-        absolute = normalized_folder(pattern) if is_local(pattern) else pattern
-        inside = [m.path for m in FileSystems.match([absolute])[0].metadata_list
-                  if m.path.startswith(folder.rstrip("/") + "/")]
+        absolute = absolute_pattern(pattern)
+        inside = [path for path in matching_files(absolute) if path.startswith(folder.rstrip("/") + "/")]
         if inside:
             raise OutputFolderError(f"--output {output!r} holds input files of {flag} ({inside[0]}); write the "
                                     f"outputs to a folder of their own")

@@ -19,7 +19,6 @@ the file's size or order.
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -29,11 +28,11 @@ import orjson
 import zstandard  # a dependency of apache-beam itself
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain.records import dead_letter_row, unreadable_file_key
 from transforms.compression import decompressed
+from transforms.files import absolute_pattern
 from transforms.progress import ProgressSpec
 
 KEYED = "keyed"
@@ -293,13 +292,6 @@ class _ReadAndKey(beam.DoFn):
             what = "not a JSON object" if not isinstance(record, dict) else f"missing a string '{self.key_field}'"
             return dead_letter_row(self.input_name, f"record is {what}", line)
         return key, line
-
-
-def absolute_pattern(pattern: str) -> str:
-    """Local patterns made absolute: workers may not share the launcher's working directory."""
-    if FileSystems.get_scheme(pattern) is None:
-        return os.path.abspath(pattern)
-    return pattern
 
 
 def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:

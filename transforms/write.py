@@ -23,6 +23,8 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.files import list_files
+
 FORMATS = ("avro", "jsonl", "parquet")
 PARQUET_CODEC = "snappy"  # what DuckDB, Polars and pandas read without options
 
@@ -197,7 +199,7 @@ def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
         FileSystems.rename([source for source, _ in pending], [target for _, target in pending])
     try:  # files of retried bundles, never renamed: the folder locally, its objects on an object store
         FileSystems.delete([temp_dir] if FileSystems.get_scheme(temp_dir) is None else
-                           [m.path for m in FileSystems.match([join_path(temp_dir, "**")])[0].metadata_list])
+                           list_files(temp_dir))
     except Exception:  # noqa: BLE001 - leftovers of a temporary folder are not the run's outputs
         pass
     return final
