@@ -16,6 +16,9 @@ from typing import Any, Iterable, Mapping
 MANIFEST_NAME = "manifest.json"
 FILES_KEY = "files"
 PART_PREFIX = "part-"
+# The job's outputs, a folder each: one per family under artifacts/, and these beside it.
+ARTIFACTS = "artifacts"
+NON_ARTIFACT_OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
 
 
 class ManifestError(ValueError):
@@ -33,6 +36,11 @@ class OutputFile:
     def as_row(self) -> dict:
         return {"path": self.path, "format": self.format, "bytes": self.bytes, "sha256": self.sha256,
                 "rows": self.rows}
+
+
+def artifact_output(family: str) -> str:
+    """The output holding one family's artifacts: ``artifacts/spells``."""
+    return f"{ARTIFACTS}/{family}"
 
 
 def output_of(path: str) -> str:

@@ -19,12 +19,10 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from domain.reprocess import EnvelopeError, parse_candidate
 from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
-from domain.run_integrity import is_part_file, relative_path
+from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_output, is_part_file, relative_path
 from domain.source import Transcript, TranscriptError, parse_transcript
 from transforms.compression import decompressed
 from transforms.files import format_of, list_files, normalized_folder
-
-OUTPUTS = ("retry_requests", "evaluations", "dead_letters")
 
 
 # --- the job's outputs --------------------------------------------------------------------
@@ -60,9 +58,9 @@ def read_rows(folder: Path) -> list[dict]:
 
 def read_outputs(out: Path) -> dict[str, list[dict]]:
     out = Path(out)
-    result = {name: read_rows(out / name) for name in OUTPUTS}
-    for family_dir in sorted((out / "artifacts").iterdir()):
-        result[f"artifacts/{family_dir.name}"] = read_rows(family_dir)
+    result = {name: read_rows(out / name) for name in NON_ARTIFACT_OUTPUTS}
+    for family_dir in sorted((out / ARTIFACTS).iterdir()):
+        result[artifact_output(family_dir.name)] = read_rows(family_dir)
     return result
 
 

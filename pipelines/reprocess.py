@@ -27,7 +27,8 @@ from domain.assets import (
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
-from domain.run_integrity import FILES_KEY, MANIFEST_NAME, OutputFile, files_block, relative_path
+from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
+                                  files_block, relative_path)
 from pipelines import runner_errors
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
@@ -60,7 +61,7 @@ def writer_schema(fmt: str, avro_path: str):
 
 
 def artifact_label(row: dict) -> str:
-    return f"artifacts/{row['family']}"
+    return artifact_output(row["family"])
 
 
 def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
@@ -87,16 +88,16 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
 
     output = opts.output  # normalized by prepare_output_folder
-    specs = {f"artifacts/{key}": OutputSpec(join_path(output, "artifacts", key), fmt,
-                                            writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
+    specs = {artifact_output(key): OutputSpec(join_path(output, ARTIFACTS, key), fmt,
+                                              writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
     specs.update({tag: OutputSpec(join_path(output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
-                  for tag in ("retry_requests", "evaluations", "dead_letters")})
+                  for tag in NON_ARTIFACT_OUTPUTS})
     dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
+    # Each output's blocks; its dead letters include the read steps'.
+    blocks = {**{tag: processed[tag] for tag in OUTPUT_TAGS}, "dead_letters": dead_letters}
     labelled = (
-        processed["artifacts"] | "LabelArtifacts" >> beam.ParDo(LabelBlocks(artifact_label)),
-        *(pcoll | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows))
-          for tag, pcoll in (("retry_requests", processed["retry_requests"]), ("evaluations", processed["evaluations"]),
-                             ("dead_letters", dead_letters))),
+        blocks[ARTIFACTS] | "LabelArtifacts" >> beam.ParDo(LabelBlocks(artifact_label)),
+        *(blocks[tag] | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows)) for tag in NON_ARTIFACT_OUTPUTS),
     )
     # One writer for every output folder: (label, final path) of each file once all are in place.
     written = labelled | "WriteOutputs" >> WriteOutputs(specs, output)
@@ -133,7 +134,7 @@ def write_manifest(counts: dict, output: str, options: dict, runner: str, files:
 
 # Paths (relative to --output) this job writes: what the input patterns must not reach.
 def sample_outputs() -> list[str]:
-    folders = [f"artifacts/{key}" for key in sorted(FAMILIES)] + ["retry_requests", "evaluations", "dead_letters"]
+    folders = [artifact_output(key) for key in sorted(FAMILIES)] + list(NON_ARTIFACT_OUTPUTS)
     return [f"{folder}/part-00000-of-00001{suffix}" for folder in folders for suffix in SUFFIX_FORMATS] + [MANIFEST_NAME]
 
 
@@ -204,7 +205,8 @@ def format_summary(manifest: dict, output: str) -> str:
     t = manifest["transcript_conservation"]
     lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
     lines.extend(refresh_summary(manifest.get("refresh")))
-    lines.append(f"outputs under {output}: artifacts/<family>/, retry_requests/, evaluations/, dead_letters/, manifest.json")
+    lines.append(f"outputs under {output}: {artifact_output('<family>')}/, "
+                 + "".join(f"{name}/, " for name in NON_ARTIFACT_OUTPUTS) + MANIFEST_NAME)
     files = sum(len(entries) for entries in manifest.get(FILES_KEY, {}).values())
     lines.append(f"{files} files listed in the manifest; check them with: notarius-reprocess verify {output}")
     return "\n".join(lines)

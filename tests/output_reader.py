@@ -5,6 +5,6 @@ The reading lives in ``pipelines.outputs``; this name stays for the tests.
 
 from __future__ import annotations
 
-from pipelines.outputs import OUTPUTS, canonical, read_outputs, read_rows
+from pipelines.outputs import canonical, read_outputs, read_rows
 
-__all__ = ["OUTPUTS", "canonical", "read_outputs", "read_rows"]
+__all__ = ["canonical", "read_outputs", "read_rows"]
