@@ -139,17 +139,18 @@ class ClusterError(RuntimeError):
     """The cluster could not be set up, started or reached."""
 
 
-def _load_fetch_module() -> ModuleType:
-    """fetch_job_server.py from this directory (scripts/ is not a package)."""
-    path = Path(__file__).resolve().with_name("fetch_job_server.py")
-    spec = importlib.util.spec_from_file_location("_notarius_fetch_job_server", path)
+def _load_sibling(name: str) -> ModuleType:
+    """``name``.py from this directory (scripts/ is not a package)."""
+    path = Path(__file__).resolve().with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_notarius_{name}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_fjs = _load_fetch_module()
+_fjs = _load_sibling("fetch_job_server")
+_pool = _load_sibling("worker_pool")
 CACHE_ROOT: Path = _fjs.CACHE_ROOT
 
 
@@ -685,23 +686,13 @@ def _start_worker_pool(cluster: SessionCluster, port: int, timeout_s: float = 60
     """A detached worker_pool.py on localhost:port, logging into the cluster's log dir."""
     if _port_in_use(port):
         raise ClusterError(f"port {port} on localhost is already in use (another worker pool?)")
-    script = Path(__file__).resolve().with_name("worker_pool.py")
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     with open(Path(cluster.run_dir) / "log" / "worker-pool.log", "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(script), "--port", str(port)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc = _pool.launch(port, out, own_session=True)
     cluster.worker_pool_pid, cluster.worker_pool_port = proc.pid, port
-    deadline = time.monotonic() + timeout_s
-    while not _port_in_use(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise ClusterError(f"the worker pool did not come up on localhost:{port}\n{cluster.log_tail()}")
-        time.sleep(0.2)
+    try:
+        _pool.wait_for_port(port, proc, timeout_s)
+    except RuntimeError:
+        raise ClusterError(f"the worker pool did not come up on localhost:{port}\n{cluster.log_tail()}") from None
 
 
 def _load_state(rest_port: int) -> SessionCluster | None:

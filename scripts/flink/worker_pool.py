@@ -76,7 +76,22 @@ def serve(port: int) -> None:
         kill_process_gracefully(worker)
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def launch(port: int, out, *, own_session: bool = False) -> subprocess.Popen[bytes]:
+    """This file as a pool process on localhost:port, run by this interpreter, output to ``out``.
+
+    ``own_session``: out of the caller's process group, so it outlives the caller and its Ctrl-C
+    (``session_cluster.py start`` leaves it running until ``stop``)."""
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--port", str(port)],
+        env=_env_with_this_python(),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=own_session,
+    )
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -92,15 +107,9 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -
 def worker_pool(port: int, *, log_file: Path | None = None, timeout_s: float = 60.0) -> Iterator[str]:
     """A pool process for the block; yields its ``--environment_config`` address."""
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--port", str(port)],
-        env=_env_with_this_python(),
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
+    proc = launch(port, out)
     try:
-        _wait_for_port(port, proc, timeout_s)
+        wait_for_port(port, proc, timeout_s)
         yield f"localhost:{port}"
     finally:
         proc.terminate()
