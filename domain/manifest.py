@@ -98,8 +98,10 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     }
 
 
-REVISION_COUNTS = ("refresh_due", "refresh", "refresh_excerpt_chars", "accepted_current", "accepted_stale",
-                   "current_over_stale")
+# Prompt-revision counters (count key ``revision/<family>/<counter>``), each with its name in the manifest.
+REVISION_COUNTS = (("refresh_due", "slots_to_refresh"), ("refresh", "refresh_requests"),
+                   ("refresh_excerpt_chars", "excerpt_chars"), ("accepted_current", "artifacts_current"),
+                   ("accepted_stale", "artifacts_stale"), ("current_over_stale", "current_over_stale"))
 
 
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
@@ -111,10 +113,7 @@ def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
     - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;
     - ``current_over_stale``: artifacts whose current attempt won over an earlier passing stale one.
     """
-    names = {"refresh_due": "slots_to_refresh", "refresh": "refresh_requests", "refresh_excerpt_chars": "excerpt_chars",
-             "accepted_current": "artifacts_current", "accepted_stale": "artifacts_stale",
-             "current_over_stale": "current_over_stale"}
-    by_family = {family: {names[c]: int(counts.get(f"revision/{family}/{c}", 0)) for c in REVISION_COUNTS}
+    by_family = {family: {name: int(counts.get(f"revision/{family}/{counter}", 0)) for counter, name in REVISION_COUNTS}
                  for family in sorted(FAMILIES)}
-    totals = {names[c]: sum(f[names[c]] for f in by_family.values()) for c in REVISION_COUNTS}
+    totals = {name: sum(f[name] for f in by_family.values()) for _, name in REVISION_COUNTS}
     return {"refresh_stale": enabled, **totals, "by_family": by_family}
