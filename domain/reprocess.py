@@ -298,27 +298,13 @@ def _prior_registry_names(
 
 
 def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, set[str]]:
+    from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
+
     try:
-        artifact = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return "prior registry artifact is not valid JSON", "", set()
-    if not isinstance(artifact, dict):
-        return "prior registry artifact is not a JSON object", "", set()
-    spec = FAMILIES.get(artifact.get("family"))  # type: ignore[arg-type]
-    if spec is None or not spec.provides_registry:
-        return f"prior artifact of family {artifact.get('family')!r} is not a registry", "", set()
-    if artifact.get("source_id") != source_id:
-        return "prior registry artifact source_id does not match its key", "", set()
-    records = artifact.get("records")
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        return "prior registry artifact has no list of records", "", set()
-    found: set[str] = set()
-    for record in records:
-        values = [record.get("name"), *(record.get("aliases") or [])]
-        if not all(isinstance(v, str) for v in values):
-            return "prior registry record names must be strings", "", set()
-        found.update(fold_name(v) for v in values if v.strip())
-    return None, spec.registry_kind, found
+        kind, names = prior_registry_names(source_id, line)
+    except RegistryArtifactError as exc:
+        return str(exc), "", set()
+    return None, kind, set(names)
 
 
 _NO_TIME = datetime.max.replace(tzinfo=timezone.utc)

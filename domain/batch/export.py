@@ -25,12 +25,12 @@ import orjson
 from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
 from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt, parse_retry_request
 from domain.batch.providers import PROVIDERS, Provider, RequestSettings
-from domain.evidence import SourceRef
 from domain.families import FAMILIES
-from domain.families.base import ROLE_REGISTRY, ListedEntry
+from domain.families.base import ListedEntry
 from domain.families.reconciliation import listed_entries
 from domain.families.registry_family import RegistryRecord  # what ``listed_entries`` reads
 from domain.records import dead_letter_row
+from domain.registry_artifacts import chunk_registry_records
 from domain.revision import REQUEST_KINDS
 from domain.source import Transcript, TranscriptError, parse_transcript
 
@@ -139,7 +139,7 @@ def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
     found: dict[str, list[tuple[str, tuple[RegistryRecord, ...]]]] = defaultdict(list)
     for raw in sorted(set(lines)):
         try:
-            kind, chunk_id, records = _registry_artifact(source_id, raw)
+            kind, chunk_id, records = chunk_registry_records(source_id, raw)
         except ValueError as exc:
             counts[f"dead_letters/{INPUT_REGISTRIES}"] += 1
             dead.append(dead_letter_row(INPUT_REGISTRIES, str(exc), raw))
@@ -147,28 +147,6 @@ def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
         counts["registries_used"] += 1
         found[kind].append((chunk_id, records))
     return {kind: sorted(items, key=lambda item: item[0]) for kind, items in found.items()}
-
-
-def _registry_artifact(source_id: str, raw: bytes) -> tuple[str, str, tuple[RegistryRecord, ...]]:
-    try:
-        artifact = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ValueError("registry artifact is not valid JSON") from None
-    if not isinstance(artifact, dict):
-        raise ValueError("registry artifact is not a JSON object")
-    spec = FAMILIES.get(artifact.get("family"))  # type: ignore[arg-type]
-    if spec is None or spec.role != ROLE_REGISTRY:
-        raise ValueError(f"artifact of family {artifact.get('family')!r} is not a chunk registry")
-    if artifact.get("source_id") != source_id or not isinstance(artifact.get("chunk_id"), str):
-        raise ValueError("registry artifact source_id or chunk_id is wrong")
-    try:
-        records = tuple(
-            RegistryRecord(r["name"], tuple(r["aliases"]), r["description"],
-                            tuple(SourceRef(e["source_id"], e["start_unit_id"], e["end_unit_id"]) for e in r["evidence"]))
-            for r in artifact["records"])
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"registry artifact records are not durable registry records ({type(exc).__name__}: {exc})") from None
-    return spec.registry_kind, artifact["chunk_id"], records
 
 
 def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcript, raw: bytes,
