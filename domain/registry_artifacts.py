@@ -42,7 +42,8 @@ class RegistryArtifactReader:
             raise RegistryArtifactError(self.not_json) from None
         if not isinstance(artifact, dict):
             raise RegistryArtifactError(self.not_object)
-        spec = FAMILIES.get(artifact.get("family"))  # type: ignore[arg-type]
+        family = artifact.get("family")
+        spec = FAMILIES.get(family) if isinstance(family, str) else None  # a list or object would not hash
         if spec is None or not self.accepts(spec):
             raise RegistryArtifactError(self.not_registry.format(family=repr(artifact.get("family"))))
         if artifact.get("source_id") != source_id:
@@ -75,7 +76,10 @@ def prior_registry_names(source_id: str, line: bytes) -> tuple[str, frozenset[st
         raise RegistryArtifactError("prior registry artifact has no list of records")
     found: set[str] = set()
     for record in records:
-        values = [record.get("name"), *(record.get("aliases") or [])]
+        aliases = record.get("aliases") or []
+        if not isinstance(aliases, list):
+            raise RegistryArtifactError("prior registry record aliases must be a list of strings")
+        values = [record.get("name"), *aliases]
         if not all(isinstance(v, str) for v in values):
             raise RegistryArtifactError("prior registry record names must be strings")
         found.update(fold_name(v) for v in values if v.strip())

@@ -39,6 +39,7 @@ from domain.families.base import (
 from domain.families.reconciliation import listed_entries
 from domain.frozen import quick_init
 from domain.records import dead_letter_row, shown_value
+from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.revision import KIND_REFRESH, KIND_RETRY, choose_accepted, is_current, next_attempt, refresh_due
 from domain.source import Transcript, TranscriptError, parse_transcript
@@ -298,8 +299,6 @@ def _prior_registry_names(
 
 
 def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, set[str]]:
-    from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
-
     try:
         kind, names = prior_registry_names(source_id, line)
     except RegistryArtifactError as exc:

@@ -1,8 +1,11 @@
 """The optional prior-registry input: earlier canonical registry artifacts feed membership."""
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain.assets import current_fingerprints
+from domain.registry_artifacts import RegistryArtifactError, chunk_registry_records
 from domain.reprocess import process_source
 
 SOURCE = "src-p"
@@ -69,3 +72,38 @@ def test_the_job_reads_prior_registries(tmp_path):
     outputs = read_outputs(tmp_path / "out")
     assert [e["verdict"] for e in outputs["evaluations"]] == ["accepted"]
     assert [d["input"] for d in outputs["dead_letters"]] == ["prior_registries"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=6) | st.sampled_from(["npc-registry", SOURCE, "x-1"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10)
+registry_fields = st.sampled_from(["family", "source_id", "chunk_id", "records", "name", "aliases", "description",
+                                   "evidence", "start_unit_id"])
+# Artifact-shaped lines whose every field may hold any JSON value (a family that is a list, aliases that are a number).
+artifact_like = st.recursive(
+    json_values,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(registry_fields, inner, max_size=5),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(artifact_like, min_size=1, max_size=4))
+def test_any_json_line_as_a_registry_artifact_is_read_or_refused_never_a_crash(values):
+    lines = [orjson.dumps(value) for value in values]
+    result = process_source(SOURCE, [TRANSCRIPT], [], prior_registry_lines=lines)
+    valid = result.counts.get("prior_registries_valid", 0)
+    assert valid + result.counts.get("dead_letters/prior_registries", 0) == len(lines)
+    for line in lines:  # export-batch's reader of the same files
+        try:
+            chunk_registry_records(SOURCE, line)
+        except RegistryArtifactError:
+            pass
+
+
+def test_registry_artifacts_with_unhashable_family_or_numeric_aliases_are_dead_letters():
+    lines = [b'{"family": [1], "source_id": "src-p", "records": []}',
+             b'{"family": "npc-registry", "source_id": "src-p", "records": [{"name": "Vex", "aliases": 7}]}']
+    result = process_source(SOURCE, [TRANSCRIPT], [], prior_registry_lines=lines)
+    assert [d["reason"] for d in result.dead_letters] == [
+        "prior artifact of family [1] is not a registry", "prior registry record aliases must be a list of strings"]
