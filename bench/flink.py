@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
-from bench.procs import SAMPLE_SECONDS, _children_map, _rss_kb
+from bench.procs import SAMPLE_SECONDS, _children_map, _rss_kb, job_failure
 from bench.stats import markdown_table, spread, summary
 
 PY = sys.executable
@@ -274,7 +274,7 @@ def run_once(config: FlinkConfig, archive: Archive, scratch: Path, flink: Flink 
         flink.ensure_cluster()
     m = measure(command(config, archive, output, flink), flink.roots(config) if flink and config.kind != "direct" else {})
     if m["returncode"] != 0:
-        raise SystemExit(f"{config.key} failed with exit code {m['returncode']}:\n{m['output_tail']}")
+        raise SystemExit(job_failure(config.key, output, m["returncode"], m["output_tail"]))
     manifest = json.loads((output / "manifest.json").read_bytes())
     c = manifest["conservation"]
     if not c["holds"] or c["candidates_in"] != archive.candidates_in:

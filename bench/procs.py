@@ -20,11 +20,13 @@ figure is its lower bound. Linux only (``/proc``); no third-party package.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 SAMPLE_SECONDS = 0.1
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -127,3 +129,14 @@ def measure(argv: list[str], *, cwd: str | None = None, env: dict | None = None,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
         )
+
+
+def job_failure(label: str, output, returncode: int, tail: str) -> str:
+    """Why a job run failed, for the bench's log: exit status 2 with a manifest is the job
+    saying its conservation does not hold (the figures say what went missing)."""
+    manifest_path = Path(output) / "manifest.json"
+    if returncode == 2 and manifest_path.exists():
+        manifest = json.loads(manifest_path.read_bytes())
+        return (f"{label}: conservation does not hold: {manifest['conservation']}; transcripts: "
+                f"{manifest['transcript_conservation']} (outputs kept in {output})")
+    return f"{label} failed with exit code {returncode}:\n{tail}"

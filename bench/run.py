@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
-from bench.procs import Measured, measure
+from bench.procs import Measured, job_failure, measure
 from bench.stats import linear_fit, markdown_table, spread, summary
 
 PY = sys.executable
@@ -79,7 +79,7 @@ def run_once(config: Config, archive: Archive, fmt: str, scratch: Path) -> dict:
     shutil.rmtree(output, ignore_errors=True)
     m: Measured = measure(command(config, archive, output, fmt), cwd=str(REPO))
     if m.returncode != 0:
-        raise SystemExit(f"{config.key} ({fmt}) failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
+        raise SystemExit(job_failure(f"{config.key} ({fmt})", output, m.returncode, m.stderr[-3000:]))
     row = {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "tree_peak_rss_mb": m.tree_peak_rss_mb,
            "max_process_rss_mb": m.max_process_rss_mb, "processes": m.peak_processes,
            "rate": archive.candidates_in / m.wall_s, "load1_after": os.getloadavg()[0]}
