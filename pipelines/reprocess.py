@@ -114,12 +114,15 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     # finalized) and lists each file; a run that fails before it leaves no manifest.
     files = (
         pipeline | "WrittenFiles" >> DescribeWrittenFiles(written)
-        | "AllFiles" >> beam.combiners.ToList()
+        # Never empty (every output has at least one shard), so no default element: that
+        # default costs the graph a Create and an InjectDefault step per combine.
+        | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
     )
     (
         (*(read[READ_COUNTS] for read in inputs.values()), processed[COUNTS])
         | "AllCounts" >> beam.Flatten()
-        | "SumCounts" >> beam.CombineGlobally(SumCounts())
+        # Never empty: every input file read yields its counts (preflight refuses an empty match).
+        | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
         | "WriteManifest" >> beam.Map(write_manifest, output, static_options, runner_name,
                                       files=beam.pvalue.AsSingleton(files))
     )
