@@ -35,7 +35,7 @@ from domain.batch.export import (
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
-from pipelines.options import parse_choices, parse_families, required_files
+from pipelines.options import OptionsError, check_arguments, parse_choices, parse_families, parser_flags, required_files
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -49,7 +49,8 @@ MANIFEST = "export_manifest.json"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="notarius-reprocess export-batch", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="notarius-reprocess export-batch", description=__doc__.split("\n\n")[0],
+                                allow_abbrev=False)  # "--kind" is a typo, not --kinds (the job refuses it too)
     p.add_argument("--retry-requests", "--retry_requests", dest="retry_requests", required=True,
                    help="Glob of retry request files (the main job's retry_requests/part-*, Avro, JSON Lines or Parquet).")
     p.add_argument("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
@@ -218,6 +219,8 @@ def _preflight(args: argparse.Namespace) -> None:
         raise SystemExit(f"--temperature: {provider.name}'s request type has no temperature")
     if args.max_output_tokens < 1:
         raise SystemExit("--max-output-tokens must be at least 1")
+    if args.max_record_bytes < 1:
+        raise SystemExit("--max-record-bytes must be at least 1")
     parse_kinds(args.kinds)
     given = [("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)]
     for flag, pattern in given + ([("--registries", args.registries)] if args.registries else []):
@@ -229,10 +232,18 @@ def _preflight(args: argparse.Namespace) -> None:
 
 def run(argv: Sequence[str] | None = None) -> dict:
     """Run the export and return its manifest."""
-    args, beam_args = parser().parse_known_args(list(argv) if argv is not None else sys.argv[1:])
-    _preflight(args)
+    command = parser()
+    args, beam_args = command.parse_known_args(list(argv) if argv is not None else sys.argv[1:])
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
+    try:
+        # What is neither an export flag nor a Beam option would otherwise be dropped by Beam without a word.
+        passed_on = check_arguments(beam_args, standard.runner, job_flags=parser_flags(command))
+    except OptionsError as exc:
+        raise SystemExit(f"{command.prog}: {exc}") from None
+    if passed_on:
+        print(f"{command.prog}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
+    _preflight(args)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     with beam.Pipeline(options=options) as pipeline:

@@ -8,6 +8,7 @@ anything no options class declares is an error before any work starts.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -151,19 +152,26 @@ def _job_flags() -> list[str]:
     return [spelling for option in JOB_OPTIONS for spelling in option.spellings]
 
 
-def check_arguments(argv: Sequence[str], runner: str | None = None) -> list[str]:
+def parser_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """Every long flag an argparse parser declares (a command whose own flags are not PipelineOptions)."""
+    return [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+
+
+def check_arguments(argv: Sequence[str], runner: str | None = None, job_flags: Sequence[str] | None = None) -> list[str]:
     """Refuse an unknown flag or a stray word before anything runs.
 
-    With a job-server runner, an unknown flag that is not a near miss of one of this job's
-    flags is passed on to the job server (which refuses what it does not know either);
-    those flags are returned so the caller can say so."""
+    ``job_flags``: the command's own flags, for the near-miss hint (default: the reprocess
+    job's). With a job-server runner, an unknown flag that is not a near miss of one of them
+    is passed on to the job server (which refuses what it does not know either); those flags
+    are returned so the caller can say so."""
+    known_flags = list(job_flags) if job_flags is not None else _job_flags()
     unknown = unknown_arguments(argv)
     passed_on: list[str] = []
     job_server = bool(runner) and runner.rsplit(".", 1)[-1] in JOB_SERVER_RUNNERS
     for n, arg in enumerate(unknown):
         if arg.startswith("-"):
             name = arg.split("=", 1)[0]
-            near = difflib.get_close_matches(name, _job_flags(), n=1, cutoff=0.75)
+            near = difflib.get_close_matches(name, known_flags, n=1, cutoff=0.75)
             if job_server and not near:
                 passed_on.append(name)
                 continue

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from domain.run_integrity import OutputFile, files_block, listed_files, verify_run
 from fixture_archive import write_archive
-from pipelines import reprocess, retry_economy, verify
+from pipelines import batch_export, reprocess, retry_economy, verify
 from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
                               remove_folder_contents)
@@ -216,6 +216,22 @@ def test_a_job_server_runner_gets_its_own_options_but_never_a_near_miss_of_ours(
             check_arguments([*base, "--max-attempt", "2"], runner)
     assert check_arguments([*base, "--runner=FlinkRunner", "--flink_master=localhost:8081", "--parallelism=2"],
                            "FlinkRunner") == []
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--max-lines-per-fle", "10"], "unknown option --max-lines-per-fle \\(did you mean --max-lines-per-file\\?\\)"),
+    (["--kind", "retry"], "did you mean --kinds"),
+    (["stray"], "unexpected argument 'stray'"),
+    (["--max-record-bytes", "0"], "--max-record-bytes must be at least 1"),
+])
+def test_export_batch_refuses_what_beam_would_drop_without_a_word(tmp_path, extra, message):
+    """export-batch parses its own flags and hands the rest to Beam, which would discard an
+    unknown one with a log line: a typo must stop the export instead of being ignored."""
+    argv = ["--retry-requests", str(tmp_path / "r-*"), "--transcripts", str(tmp_path / "t-*"),
+            "--provider", "openai-chat", "--model", "m", "--output", str(tmp_path / "out"), *extra]
+    with pytest.raises(SystemExit, match=message):
+        batch_export.run(argv)
+    assert not (tmp_path / "out").exists()
 
 
 def test_help_lists_this_jobs_options(capsys):
