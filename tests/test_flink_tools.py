@@ -46,6 +46,21 @@ def test_session_cluster_config_has_the_network_settings(tmp_path):
     assert "taskmanager.network.sort-shuffle.min-buffers: 64" in conf
     assert 'taskmanager.memory.task.off-heap.size: "256m"' in conf
     assert 'rest.bind-address: "localhost"' in conf
+    # An OOM in a TaskManager thread must fail the job, not hang it (Flink's default only logs it).
+    assert 'cluster.uncaught-exception-handling: "FAIL"' in conf
+    assert "taskmanager.jvm-exit-on-oom: true" in conf
+
+
+def test_session_cluster_cli_sizes_the_taskmanager(monkeypatch):
+    seen = {}
+
+    def start_cluster(*args, **kwargs):
+        seen.update(kwargs)
+        raise cluster_mod.ClusterError("not started in this test")
+
+    monkeypatch.setattr(cluster_mod, "start_cluster", start_cluster)
+    assert cluster_mod.main(["start", "--taskmanager-memory", "6g"]) == 1
+    assert seen["taskmanager_memory"] == "6g"
 
 
 @pytest.mark.parametrize("name", ["apache-flink-libraries-1.19.3.tar.gz", "apache_flink_libraries-1.20.5.tar.gz"])
