@@ -15,7 +15,7 @@ from typing import Any, Sequence, get_args
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical
+from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical, range_positions
 from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.frozen import quick_init
@@ -95,14 +95,15 @@ def reordered_ranges(spec: FamilySpec, response: object, ctx: EvaluationContext)
     if spec.chunk_kind != "extraction":
         return 0
     # order_endpoints swaps a reference of the current source when both ids resolve and the
-    # start sits later; every reference here is built with the current source's id, so the
-    # test reduces to two position lookups (no SourceRef built twice on the hot path).
-    position = ctx.transcript.index.position
+    # start sits later; every reference here is cited in the current source (no SourceRef
+    # built twice on the hot path).
+    index = ctx.transcript.index
+    source_id, positions = index.source_id, index.positions
     swapped = 0
     for item in getattr(response, spec.list_field):
         for ev in getattr(item, "evidence", None) or ():
-            start, end = position(ev.start_unit_id), position(ev.end_unit_id)
-            if start is not None and end is not None and start > end:
+            resolved = range_positions(source_id, positions, source_id, ev.start_unit_id, ev.end_unit_id)
+            if resolved is not None and resolved[0] > resolved[1]:
                 swapped += 1
     return swapped
 

@@ -18,7 +18,7 @@ Two different things happen to a cited range, and they must not be confused:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from domain.frozen import quick_init
 from domain.source import Chunk, DocumentIndex, chunk_contains_positions
@@ -41,15 +41,29 @@ class SourceRef:
         return {"source_id": self.source_id, "start_unit_id": self.start_unit_id, "end_unit_id": self.end_unit_id}
 
 
+def range_positions(source_id: str, positions: Mapping[int, int], ref_source: str | None,
+                    start: Any, end: Any) -> tuple[int, int] | None:
+    """The document positions of a cited range's two endpoints, or None when the range is
+    not of ``source_id`` (the source ``positions`` indexes) or an endpoint does not resolve.
+
+    The one place a cited range is resolved. It takes the index's parts rather than the
+    index because it runs for every range of every record of every candidate.
+    """
+    # Exact types: bool is an int subclass and never a unit id (DocumentIndex.position).
+    if ref_source == source_id and type(start) is int and type(end) is int:
+        first = positions.get(start)
+        if first is not None:
+            last = positions.get(end)
+            if last is not None:
+                return first, last
+    return None
+
+
 def _resolved_positions(index: DocumentIndex | None, ref: SourceRef | None) -> tuple[int, int] | None:
     """Both endpoint positions when ``ref`` belongs to ``index``'s source and resolves."""
-    if index is None or ref is None or ref.source_id != index.source_id:
+    if index is None or ref is None:
         return None
-    start = index.position(ref.start_unit_id)
-    end = index.position(ref.end_unit_id)
-    if start is None or end is None:
-        return None
-    return start, end
+    return range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
 
 
 def order_endpoints(index: DocumentIndex | None, source_id: str | None, ref: SourceRef | None) -> SourceRef | None:
@@ -97,17 +111,18 @@ def evidence_sort_key(index: DocumentIndex, ref: SourceRef) -> tuple:
 
 
 def _sort_keys(index: DocumentIndex, refs: Iterable[SourceRef]) -> list[tuple]:
-    """``evidence_sort_key`` of each ref, inlined: these run for every record of every candidate."""
+    """``evidence_sort_key`` of each ref, without a call per ref to it: these run for every
+    record of every candidate."""
     source_id, positions = index.source_id, index.positions
     keys = []
     for ref in refs:
-        start, end = ref.start_unit_id, ref.end_unit_id
-        if ref.source_id == source_id and type(start) is int and type(end) is int:
-            first, last = positions.get(start), positions.get(end)
-            if first is not None and last is not None:
-                keys.append((0, first, last, ""))
-                continue
-        keys.append((1, 0, 0, repr((ref.source_id, start, end))))
+        ref_source, start, end = ref.source_id, ref.start_unit_id, ref.end_unit_id
+        resolved = range_positions(source_id, positions, ref_source, start, end)
+        if resolved is None:
+            keys.append((1, 0, 0, repr((ref_source, start, end))))
+        else:
+            first, last = resolved
+            keys.append((0, first, last, ""))
     return keys
 
 
@@ -127,15 +142,15 @@ def canonical_spans(index: DocumentIndex, spans: Iterable[tuple[str | None, Any,
     keyed: dict[tuple, tuple] = {}  # (source_id, start, end) after ordering -> sort key; equal refs once
     for span in spans:
         ref_source, start, end = span
-        if ref_source == source_id and type(start) is int and type(end) is int:
-            first, last = positions.get(start), positions.get(end)
-            if first is not None and last is not None:
-                if first <= last:
-                    keyed.setdefault(span, (0, first, last, ""))
-                else:  # the same range written backwards: lossless ordering
-                    keyed.setdefault((ref_source, end, start), (0, last, first, ""))
-                continue
-        keyed.setdefault(span, (1, 0, 0, repr(span)))
+        resolved = range_positions(source_id, positions, ref_source, start, end)
+        if resolved is None:
+            keyed.setdefault(span, (1, 0, 0, repr(span)))
+            continue
+        first, last = resolved
+        if first <= last:
+            keyed.setdefault(span, (0, first, last, ""))
+        else:  # the same range written backwards: lossless ordering
+            keyed.setdefault((ref_source, end, start), (0, last, first, ""))
     if len(keyed) == 1:
         ((ref_source, start, end),) = keyed
         return (SourceRef(ref_source, start, end),)
@@ -152,12 +167,10 @@ def earliest_position(index: DocumentIndex, refs: Iterable[SourceRef]) -> tuple[
     source_id, positions = index.source_id, index.positions
     best: tuple[int, int] | None = None
     for ref in refs:
-        start, end = ref.start_unit_id, ref.end_unit_id
-        if ref.source_id != source_id or type(start) is not int or type(end) is not int:
-            continue
-        first = positions.get(start)
-        if first is not None and positions.get(end) is not None and (best is None or first < best[0]):
-            best = (first, start)
+        start = ref.start_unit_id
+        resolved = range_positions(source_id, positions, ref.source_id, start, ref.end_unit_id)
+        if resolved is not None and (best is None or resolved[0] < best[0]):
+            best = (resolved[0], start)
     return best
 
 

@@ -13,6 +13,7 @@ from domain.evidence import (
     evidence_is_canonical,
     evidence_sort_key,
     order_endpoints,
+    range_positions,
     span_within_chunk,
 )
 from domain.source import Chunk, DocumentIndex, transcript_from_record
@@ -150,6 +151,21 @@ def test_span_within_chunk_equals_brute_force(doc, start, end, source):
         members = set(chunk.unit_ids)
         expected = all(ids[p] in members for p in range(ps, pe + 1))
     assert span_within_chunk(index, chunk, ref) is expected
+
+
+# Values a model may write for a unit id: ints, null, and the look-alikes a dict lookup would
+# take for an int (True hashes as 1, 4.0 as 4; documents() ids are 1, 4, 7, ...).
+id_values = st.one_of(unit_values, st.booleans(), st.sampled_from([1.0, 4.0, 7.0]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents(), id_values, id_values, st.sampled_from(["s", "other", None]))
+def test_range_positions_resolves_exactly_through_the_index(doc, start, end, source):
+    """The one range lookup the hot paths share agrees with DocumentIndex.position, unit by unit."""
+    _, index, _ = doc
+    ps, pe = index.position(start), index.position(end)
+    expected = (ps, pe) if source == index.source_id and ps is not None and pe is not None else None
+    assert range_positions(index.source_id, index.positions, source, start, end) == expected
 
 
 # --- the inlined helpers equal their definitions ---------------------------------------------
