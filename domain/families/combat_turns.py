@@ -76,27 +76,32 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Actor named, target names non-blank, round >= 1, an attack names a target - every defect, one pass."""
     out = IssueCollector("combat_turns.shape")
     for n, rec in enumerate(adapted.records):
-        if (rec.actor_name.strip() and all(name.strip() for name in rec.target_names)
-                and FIRST_ROUND <= rec.round <= MAX_ROUND
-                and (rec.turn_kind not in TARGETED_KINDS or any(name.strip() for name in rec.target_names))):
+        blank_actor_name = not rec.actor_name.strip()
+        blank_target_name = any(not name.strip() for name in rec.target_names)
+        round_below_one = rec.round < FIRST_ROUND
+        round_out_of_range = rec.round > MAX_ROUND
+        attack_without_target = (rec.turn_kind in TARGETED_KINDS
+                                 and not any(name.strip() for name in rec.target_names))
+        if not (blank_actor_name or blank_target_name or round_below_one or round_out_of_range
+                or attack_without_target):
             continue  # the usual case: no subject or ranges to render
         who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if not rec.actor_name.strip():
+        if blank_actor_name:
             out.add("blank_actor_name", f"{where}.actor_name", "blank actor_name",
                     Correction(who, ranges, "`actor_name` is blank.",
                                "Name who takes the turn, as the transcript names them."))
-        if any(not name.strip() for name in rec.target_names):
+        if blank_target_name:
             out.add("blank_target_name", f"{where}.target_names", "blank entry in target_names",
                     Correction(who, ranges, "`target_names` contains a blank name.",
                                "Name each target as the transcript does and remove blank entries."))
-        if rec.round < FIRST_ROUND:
+        if round_below_one:
             out.add("round_below_one", f"{where}.round", f"round {render_number(rec.round)} < {FIRST_ROUND}",
                     Correction(who, ranges, f"`round` is {render_number(rec.round)}, but rounds are counted from 1.",
                                _ROUND_FIX))
-        elif rec.round > MAX_ROUND:
+        elif round_out_of_range:
             out.add("round_out_of_range", f"{where}.round", "round exceeds the durable long range",
                     Correction(who, ranges, "`round` is far larger than any combat round.", _ROUND_FIX))
-        if rec.turn_kind in TARGETED_KINDS and not any(name.strip() for name in rec.target_names):
+        if attack_without_target:
             out.add("attack_without_target", f"{where}.target_names",
                     f"turn_kind {rec.turn_kind} with no non-blank target",
                     Correction(who, ranges, f"It is an `{rec.turn_kind}` turn but `target_names` names nobody.",

@@ -48,20 +48,20 @@ def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ..
     out = IssueCollector(f"{KEY}.holder")
     for n, rec in enumerate(adapted.records):
         holder = rec.holder_name
-        if holder is not None and holder.strip():
-            continue
-        if holder is None and rec.kind not in NEEDS_HOLDER:
-            continue  # no holder where none is needed
+        blank_holder = holder is not None and not holder.strip()
+        holder_required = rec.kind in NEEDS_HOLDER and (holder is None or blank_holder)
+        if not (holder_required or blank_holder):
+            continue  # a holder named, or none where none is needed
         who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence, ctx.transcript.index)
-        missing = "null" if holder is None else "blank"
-        if rec.kind in NEEDS_HOLDER:
+        if holder_required:
+            missing = "blank" if blank_holder else "null"
             out.add("holder_required", where, f"kind {rec.kind} with {missing} holder_name",
                     Correction(who, ranges,
                                f"`holder_name` is {missing}, but an item that is {rec.kind} always has a holder.",
                                f"Set `holder_name` to the name of {NEEDS_HOLDER[rec.kind]}, as the transcript "
                                f"names them; if the excerpt does not say, use another `kind` or leave the "
                                f"occurrence out."))
-        elif holder is not None:
+        else:
             out.add("blank_holder_name", where, "blank holder_name",
                     Correction(who, ranges, "`holder_name` is blank text.",
                                "Give the name of who holds the item, or null when the excerpt does not say."))

@@ -106,14 +106,16 @@ def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issu
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     out = IssueCollector("scene_descriptions.shape")
     for n, rec in enumerate(adapted.records):
-        if rec.title.strip() and rec.summary.strip():
+        blank_title = not rec.title.strip()
+        blank_summary = not rec.summary.strip()
+        if not (blank_title or blank_summary):
             continue  # the usual case: no subject or range to render
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
         ranges = render_range(rec.start_unit_id, rec.end_unit_id, ctx.transcript.index)
-        if not rec.title.strip():
+        if blank_title:
             out.add("blank_title", f"{where}.title", "blank title",
                     Correction(who, ranges, "`title` is blank.", "Give the scene a short title."))
-        if not rec.summary.strip():
+        if blank_summary:
             out.add("blank_summary", f"{where}.summary", "blank summary",
                     Correction(who, ranges, "`summary` is blank.",
                                "Summarise what happens in the scene in a few sentences."))

@@ -84,22 +84,24 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
     """Names non-blank, level null or 0-9, target names non-blank - every defect, one pass."""
     out = IssueCollector("spells.shape")
     for n, rec in enumerate(adapted.records):
+        blank_spell_name = not rec.spell_name.strip()
+        blank_caster_name = not rec.caster_name.strip()
         level_out_of_range = rec.level is not None and not 0 <= rec.level <= MAX_LEVEL
-        if (rec.spell_name.strip() and rec.caster_name.strip() and not level_out_of_range
-                and all(name.strip() for name in rec.target_names)):
+        blank_target_name = any(not name.strip() for name in rec.target_names)
+        if not (blank_spell_name or blank_caster_name or level_out_of_range or blank_target_name):
             continue  # the usual case: no subject or ranges to render
         who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if not rec.spell_name.strip():
+        if blank_spell_name:
             out.add("blank_spell_name", f"{where}.spell_name", "blank spell_name",
                     Correction(who, ranges, "`spell_name` is blank.", "Name the spell as the transcript does."))
-        if not rec.caster_name.strip():
+        if blank_caster_name:
             out.add("blank_caster_name", f"{where}.caster_name", "blank caster_name",
                     Correction(who, ranges, "`caster_name` is blank.", "Name who casts the spell."))
         if level_out_of_range:
             out.add("level_out_of_range", f"{where}.cast.level", f"cast.level {rec.level} outside 0..9",
                     Correction(who, ranges, f"`cast.level` is {render_number(rec.level)}, outside 0 to 9.",
                                "Give a level from 0 to 9, or null when the excerpt does not say."))
-        if any(not name.strip() for name in rec.target_names):
+        if blank_target_name:
             out.add("blank_target_name", f"{where}.cast.target_names", "blank entry in cast.target_names",
                     Correction(who, ranges, "`cast.target_names` contains a blank name.",
                                "Name each target, or leave the list empty when nobody is named."))
@@ -114,23 +116,26 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
         known = catalog.get(fold_name(rec.spell_name))
         if known is None:
             continue  # unknown (homebrew, misheard) spells are allowed
-        level_known = rec.level is not None and 0 <= rec.level <= MAX_LEVEL
-        if not ((level_known and (rec.level != 0 if known.level == 0 else rec.level < known.level))
-                or (rec.as_ritual and not known.ritual)):
+        level = rec.level
+        level_known = level is not None and 0 <= level <= MAX_LEVEL
+        # A cantrip is cast at level 0; any other spell at its base level or higher.
+        cantrip_level = level_known and known.level == 0 and level != 0
+        below_base_level = level_known and level < known.level
+        not_a_ritual = rec.as_ritual and not known.ritual
+        if not (cantrip_level or below_base_level or not_a_ritual):
             continue  # consistent with the catalog: no subject or ranges to render
         who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if level_known:
-            if known.level == 0 and rec.level != 0:
-                out.add("cantrip_level", f"{where}.cast.level", f"{known.name} is a cantrip, level {rec.level}",
-                        Correction(who, ranges, f"{known.name} is a cantrip, but `cast.level` is {rec.level}.",
-                                   "Set `cast.level` to 0 or null."))
-            elif rec.level < known.level:
-                out.add("below_base_level", f"{where}.cast.level",
-                        f"{known.name} base level {known.level}, cast.level {rec.level}",
-                        Correction(who, ranges,
-                                   f"{known.name} is a level {known.level} spell, but `cast.level` is {rec.level}.",
-                                   f"Set `cast.level` to {known.level} or higher, or null when the excerpt does not say."))
-        if rec.as_ritual and not known.ritual:
+        if cantrip_level:
+            out.add("cantrip_level", f"{where}.cast.level", f"{known.name} is a cantrip, level {level}",
+                    Correction(who, ranges, f"{known.name} is a cantrip, but `cast.level` is {level}.",
+                               "Set `cast.level` to 0 or null."))
+        elif below_base_level:
+            out.add("below_base_level", f"{where}.cast.level",
+                    f"{known.name} base level {known.level}, cast.level {level}",
+                    Correction(who, ranges,
+                               f"{known.name} is a level {known.level} spell, but `cast.level` is {level}.",
+                               f"Set `cast.level` to {known.level} or higher, or null when the excerpt does not say."))
+        if not_a_ritual:
             out.add("not_a_ritual", f"{where}.cast.as_ritual", f"{known.name} has no ritual tag",
                     Correction(who, ranges, f"{known.name} cannot be cast as a ritual, but `cast.as_ritual` is true.",
                                "Set `cast.as_ritual` to false."))
