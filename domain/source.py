@@ -57,14 +57,6 @@ class Chunk:
     def last_unit_id(self) -> int:
         return self.unit_ids[-1]
 
-    def has_position(self, position: int | None) -> bool:
-        """True when the unit at document ``position`` is a member (a binary search)."""
-        if position is None:
-            return False
-        positions = self.sorted_positions
-        at = bisect_left(positions, position)
-        return at < len(positions) and positions[at] == position
-
 
 @dataclass(frozen=True, slots=True)
 class DocumentIndex:
@@ -127,7 +119,8 @@ class Transcript:
 
 
 def chunk_contains_positions(chunk: Chunk, first: int, last: int) -> bool:
-    """True when every document position in [first, last] belongs to ``chunk``.
+    """True when every document position in [first, last] belongs to ``chunk``; one
+    position is the span [position, position].
 
     Members are distinct, so the span is covered exactly when the number of
     member positions inside it equals its length.

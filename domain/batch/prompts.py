@@ -124,8 +124,8 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
 
 def chunk_excerpt(transcript: Transcript, chunk: Chunk) -> str:
     """The chunk's units in document order (never id order), as the model reads them."""
-    positions = sorted(transcript.index.position(uid) for uid in chunk.unit_ids)
-    return excerpt_text([transcript.units[pos] for pos in positions])
+    units = transcript.units
+    return excerpt_text([units[pos] for pos in chunk.sorted_positions])
 
 
 def entries_text(entries: Sequence[ListedEntry]) -> str:

@@ -29,7 +29,7 @@ from domain.issues import (
     render_ranges,
     render_units,
 )
-from domain.source import Chunk, DocumentIndex, Transcript, chunk_missing_positions
+from domain.source import Chunk, DocumentIndex, Transcript, chunk_contains_positions, chunk_missing_positions
 
 
 # --- adaptation -----------------------------------------------------------------
@@ -124,7 +124,8 @@ def check_source_references(
                 Correction(subject, cited, "Its range starts at a later unit than it ends.",
                            "Give the earlier unit as `start_unit_id` and the later one as `end_unit_id`."),
             )
-        elif chunk is not None and chunk.has_position(first) and chunk.has_position(last):
+        elif (chunk is not None and chunk_contains_positions(chunk, first, first)
+              and chunk_contains_positions(chunk, last, last)):
             # Both ends are in the excerpt, but it has a gap between them: name the missing units.
             gap, total = chunk_missing_positions(chunk, first, last, MAX_UNITS_SHOWN)
             missing = [index.unit_ids_in_order[pos] for pos in gap]

@@ -18,7 +18,7 @@ from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilyS
 from domain.families.common import raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
-from domain.source import Transcript
+from domain.source import Transcript, chunk_contains_positions
 
 KEY = "scene-descriptions"
 LIST_FIELD = "scenes"
@@ -137,9 +137,10 @@ def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
             continue
         who, where = subject(rec), f"{LIST_FIELD}[{n}]"
         ranges = render_range(start, end, index)
+        position_of = {start: index.position(start), end: index.position(end)}  # one entry when start == end
         # Membership by position (a binary search): never a scan of the chunk per scene.
-        outside = [u for u in dict.fromkeys((start, end)) if not chunk.has_position(index.position(u))]
-        start_pos, end_pos = index.position(start), index.position(end)
+        outside = [u for u, pos in position_of.items() if pos is None or not chunk_contains_positions(chunk, pos, pos)]
+        start_pos, end_pos = position_of[start], position_of[end]
         if outside:
             code, message = "unit_outside_scene", f"endpoint(s) {outside!r} not in scene chunk {chunk.chunk_id}"
             problem = f"It cites {render_units(outside, index)}, which {is_are(len(outside))} not in the excerpt."
