@@ -15,7 +15,7 @@ from typing import Any, Sequence, get_args
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import earliest_evidence_unit_id, evidence_is_canonical, range_positions
+from domain.evidence import earliest_of_sort_keys, evidence_sort_keys, range_positions, sort_keys_are_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.frozen import quick_init
@@ -126,18 +126,24 @@ def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[
     """
     index = ctx.transcript.index
     found: list[Issue] = []
-    recorded: list = []
+    keys_of_all: list[tuple] = []  # every record's evidence sort keys: the earliest start is read from them
     for n, record in enumerate(adapted.records):
         refs = getattr(record, "evidence", None)
-        if refs is not None and not evidence_is_canonical(index, tuple(refs)):
+        if refs is None:
+            continue
+        refs = tuple(refs)
+        keys = evidence_sort_keys(index, refs)
+        if not sort_keys_are_canonical(keys, refs):
             found.append(Issue(f"{INVARIANT_PREFIX}evidence", "evidence_not_canonical", f"records[{n}].evidence",
                                "canonical evidence is not sorted, forward and de-duplicated", None))
-        if refs:
-            recorded.extend(refs)
-    if recorded and earliest_evidence_unit_id(index, recorded) != adapted.earliest_evidence_unit_id:
-        found.append(Issue(f"{INVARIANT_PREFIX}earliest", "earliest_evidence_inconsistent", "earliest_evidence_unit_id",
-                           f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match the records",
-                           None))
+        keys_of_all.extend(keys)
+    if keys_of_all:
+        earliest = earliest_of_sort_keys(index, keys_of_all)
+        if (None if earliest is None else earliest[1]) != adapted.earliest_evidence_unit_id:
+            found.append(Issue(f"{INVARIANT_PREFIX}earliest", "earliest_evidence_inconsistent",
+                               "earliest_evidence_unit_id",
+                               f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match "
+                               f"the records", None))
     return tuple(found)
 
 

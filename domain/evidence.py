@@ -43,27 +43,20 @@ class SourceRef:
 
 def range_positions(source_id: str, positions: Mapping[int, int], ref_source: str | None,
                     start: Any, end: Any) -> tuple[int, int] | None:
-    """The document positions of a cited range's two endpoints, or None when the range is
-    not of ``source_id`` (the source ``positions`` indexes) or an endpoint does not resolve.
+    """Document positions of a cited range's two endpoints; None when the range cites a
+    source other than ``source_id`` or an endpoint is not a unit of it (``positions``: its
+    index's unit id -> document position).
 
-    The one place a cited range is resolved. It takes the index's parts rather than the
-    index because it runs for every range of every record of every candidate.
+    The one lookup every cited range goes through. It takes the index's parts, not the
+    index: it runs for each range of each record of each candidate, several times.
     """
-    # Exact types: bool is an int subclass and never a unit id (DocumentIndex.position).
-    if ref_source == source_id and type(start) is int and type(end) is int:
+    if ref_source == source_id and type(start) is int and type(end) is int:  # bool is never a unit id
         first = positions.get(start)
         if first is not None:
             last = positions.get(end)
             if last is not None:
                 return first, last
     return None
-
-
-def _resolved_positions(index: DocumentIndex | None, ref: SourceRef | None) -> tuple[int, int] | None:
-    """Both endpoint positions when ``ref`` belongs to ``index``'s source and resolves."""
-    if index is None or ref is None:
-        return None
-    return range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
 
 
 def order_endpoints(index: DocumentIndex | None, source_id: str | None, ref: SourceRef | None) -> SourceRef | None:
@@ -77,7 +70,7 @@ def order_endpoints(index: DocumentIndex | None, source_id: str | None, ref: Sou
     """
     if ref is None or index is None or source_id != index.source_id or ref.source_id != source_id:
         return ref
-    positions = _resolved_positions(index, ref)
+    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
     if positions is None or positions[0] <= positions[1]:
         return ref
     return SourceRef(ref.source_id, ref.end_unit_id, ref.start_unit_id)
@@ -91,9 +84,9 @@ def span_within_chunk(index: DocumentIndex | None, chunk: Chunk | None, ref: Sou
     the strict validator rejects it. None or unresolved inputs give False. The
     wording of any error belongs to the calling validator.
     """
-    if chunk is None:
+    if chunk is None or index is None or ref is None:
         return False
-    positions = _resolved_positions(index, ref)
+    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
     if positions is None:
         return False
     first, last = positions
@@ -104,13 +97,13 @@ def span_within_chunk(index: DocumentIndex | None, chunk: Chunk | None, ref: Sou
 
 def evidence_sort_key(index: DocumentIndex, ref: SourceRef) -> tuple:
     """Document-position order; unresolvable refs sort last, stably by their text."""
-    positions = _resolved_positions(index, ref)
+    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
     if positions is None:
         return (1, 0, 0, repr((ref.source_id, ref.start_unit_id, ref.end_unit_id)))
     return (0, positions[0], positions[1], "")
 
 
-def _sort_keys(index: DocumentIndex, refs: Iterable[SourceRef]) -> list[tuple]:
+def evidence_sort_keys(index: DocumentIndex, refs: Iterable[SourceRef]) -> list[tuple]:
     """``evidence_sort_key`` of each ref, without a call per ref to it: these run for every
     record of every candidate."""
     source_id, positions = index.source_id, index.positions
@@ -174,6 +167,18 @@ def earliest_position(index: DocumentIndex, refs: Iterable[SourceRef]) -> tuple[
     return best
 
 
+def earliest_of_sort_keys(index: DocumentIndex, keys: list[tuple]) -> tuple[int, int] | None:
+    """``earliest_position`` of refs read from their ``evidence_sort_keys``, for a caller that
+    has them (the normalization invariants): resolvable keys sort first, by start position,
+    so the least key is the earliest start when it resolves."""
+    if not keys:
+        return None
+    least = min(keys)
+    if least[0]:
+        return None
+    return least[1], index.unit_ids_in_order[least[1]]
+
+
 def earliest_evidence_unit_id(index: DocumentIndex, refs: Iterable[SourceRef]) -> int | None:
     """The unit id of the earliest resolvable start position, or None."""
     best = earliest_position(index, refs)
@@ -182,7 +187,11 @@ def earliest_evidence_unit_id(index: DocumentIndex, refs: Iterable[SourceRef]) -
 
 def evidence_is_canonical(index: DocumentIndex, refs: tuple[SourceRef, ...]) -> bool:
     """Normalization invariant: forward, sorted by document position, no duplicates."""
-    keys = _sort_keys(index, refs)
+    return sort_keys_are_canonical(evidence_sort_keys(index, refs), refs)
+
+
+def sort_keys_are_canonical(keys: list[tuple], refs: tuple[SourceRef, ...]) -> bool:
+    """``evidence_is_canonical`` of ``refs`` given their ``evidence_sort_keys``."""
     if len(keys) == 1:
         key = keys[0]
         return key[0] == 1 or key[1] <= key[2]

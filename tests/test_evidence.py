@@ -10,8 +10,11 @@ from domain.evidence import (
     SourceRef,
     canonical_evidence,
     earliest_evidence_unit_id,
+    earliest_of_sort_keys,
+    earliest_position,
     evidence_is_canonical,
     evidence_sort_key,
+    evidence_sort_keys,
     order_endpoints,
     range_positions,
     span_within_chunk,
@@ -196,7 +199,12 @@ def test_canonical_evidence_equals_its_definition(doc, refs, source):
     out = canonical_evidence(index, source, refs)
     assert out == reference_canonical(index, source, refs)
     assert all(type(ref) is SourceRef for ref in out)
-    assert earliest_evidence_unit_id(index, refs) == reference_earliest(index, refs)
+    expected_earliest = reference_earliest(index, refs)
+    assert earliest_evidence_unit_id(index, refs) == expected_earliest
+    # The invariants read the earliest start from the sort keys they build: the same answer.
+    from_keys = earliest_of_sort_keys(index, evidence_sort_keys(index, refs))
+    assert from_keys == earliest_position(index, refs)
+    assert from_keys is None or from_keys == (index.position(expected_earliest), expected_earliest)
     if source == "s":
         assert evidence_is_canonical(index, out)
     keys = [evidence_sort_key(index, ref) for ref in refs]

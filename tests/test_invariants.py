@@ -73,6 +73,49 @@ def test_broken_derived_state_is_an_operator_only_issue(refs, earliest, expected
     assert all(issue.correction is None and is_invariant_issue(issue) for issue in issues)
 
 
+def reference_invariant_codes(records, earliest):
+    """The two evidence invariants as SPEC §4.2 states them, unit by unit through the index."""
+    index = TRANSCRIPT.index
+
+    def positions(r):
+        first, last = index.position(r.start_unit_id), index.position(r.end_unit_id)
+        return None if r.source_id != SOURCE or first is None or last is None else (first, last)
+
+    def key(r):
+        p = positions(r)
+        return (1, 0, 0, repr((r.source_id, r.start_unit_id, r.end_unit_id))) if p is None else (0, *p, "")
+
+    codes, starts, cited = [], [], False
+    for n, record in enumerate(records):
+        if record.evidence is None:
+            continue
+        keys = [key(r) for r in record.evidence]
+        if not (all(k[0] == 1 or k[1] <= k[2] for k in keys) and keys == sorted(keys)
+                and len(set(record.evidence)) == len(record.evidence)):
+            codes.append(("evidence_not_canonical", f"records[{n}].evidence"))
+        starts += [p[0] for p in map(positions, record.evidence) if p is not None]
+        cited = cited or bool(record.evidence)
+    if cited and (index.unit_ids_in_order[min(starts)] if starts else None) != earliest:
+        codes.append(("earliest_evidence_inconsistent", "earliest_evidence_unit_id"))
+    return codes
+
+
+invariant_refs = st.builds(SourceRef, st.sampled_from([SOURCE, SOURCE, "other"]),
+                           st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])),
+                           st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(invariant_refs, max_size=4).map(tuple)), max_size=4),
+       st.one_of(st.none(), st.sampled_from(UNIT_IDS)))
+def test_normalization_invariants_equal_their_definition(evidence_lists, earliest):
+    from types import SimpleNamespace
+
+    records = tuple(SimpleNamespace(evidence=evidence) for evidence in evidence_lists)
+    issues = normalization_invariants(Adapted(records, earliest), CTX)
+    assert [(i.reason_code, i.location) for i in issues] == reference_invariant_codes(records, earliest)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["a-1", "a-2", "a-3", "a-4", "a-5"]), max_size=8))
 def test_duplicate_artifact_ids_flags_exactly_the_shared_ids(ids):
