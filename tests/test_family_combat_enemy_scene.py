@@ -469,3 +469,15 @@ def test_process_source_end_to_end(family):
         assert issue["reason_code"] not in guidance
         assert issue["message"] not in guidance
     Draft202012Validator(load_json_asset("outputs/retry_request.v1.json")).validate(retry)
+
+
+def test_every_turn_shape_defect_of_a_record_is_reported_once_in_order():
+    """The shape validator flags each defect once per record; a clean record beside them adds nothing."""
+    from domain.families.combat_turns import MAX_ROUND
+
+    response = {"turns": [turn(), turn(actor=" ", round_=0, targets=(" ",)), turn(round_=MAX_ROUND + 1, targets=())]}
+    result = evaluate(COMBAT, response, "x-0001")
+    shape = [(i.reason_code, i.location) for i in result.issues if i.validator == "combat_turns.shape"]
+    assert shape == [("blank_actor_name", "turns[1].actor_name"), ("blank_target_name", "turns[1].target_names"),
+                     ("round_below_one", "turns[1].round"), ("attack_without_target", "turns[1].target_names"),
+                     ("round_out_of_range", "turns[2].round"), ("attack_without_target", "turns[2].target_names")]

@@ -65,3 +65,9 @@ def test_same_candidate_same_bytes():
     a = evaluate(spell("Fire Bolt", "SAM", 2, 10, 10, ritual=True))
     b = evaluate(spell("Fire Bolt", "SAM", 2, 10, 10, ritual=True))
     assert render_guidance(a.issues) == render_guidance(b.issues)
+
+
+def test_blank_names_are_named_by_what_the_record_still_says():
+    result = evaluate(spell("", "SAM", 1, 10, 7), spell("Shield", "SAM", 1, 7, 10))
+    assert [(i.reason_code, i.location) for i in result.issues] == [("blank_spell_name", "spells[0].spell_name")]
+    assert "`spell_name` is blank." in render_guidance(result.issues)
