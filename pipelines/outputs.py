@@ -52,20 +52,40 @@ def iter_rows(folder: str | Path) -> Iterator[dict]:
 PARQUET_BATCH_ROWS = 4096
 
 
-def read_rows(folder: Path) -> list[dict]:
+def read_rows(folder: str | Path) -> list[dict]:
     return list(iter_rows(folder))
 
 
-def read_outputs(out: Path) -> dict[str, list[dict]]:
-    out = Path(out)
-    result = {name: read_rows(out / name) for name in NON_ARTIFACT_OUTPUTS}
-    for family_dir in sorted((out / ARTIFACTS).iterdir()):
-        result[artifact_output(family_dir.name)] = read_rows(family_dir)
+def output_folder(out: str | Path, *parts: str) -> str:
+    """A folder of a run's output (local or any Beam filesystem: a pathlib join would turn gs:// into gs:/)."""
+    return FileSystems.join(normalized_folder(str(out)), *parts)
+
+
+def write_document(path: str | Path, data: bytes) -> str:
+    """Write a whole small file (a report) locally or on any Beam filesystem; returns its path."""
+    path = str(path)
+    if "://" in path:
+        with FileSystems.create(path) as handle:
+            handle.write(data)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    return path
+
+
+def read_outputs(out: str | Path) -> dict[str, list[dict]]:
+    result = {name: read_rows(output_folder(out, name)) for name in NON_ARTIFACT_OUTPUTS}
+    artifacts = output_folder(out, ARTIFACTS)
+    families = sorted({relative_path(artifacts, path).split("/")[0] for path in list_files(artifacts)})
+    for family in families:
+        result[artifact_output(family)] = read_rows(output_folder(out, ARTIFACTS, family))
     return result
 
 
-def read_manifest(out: Path) -> dict:
-    return orjson.loads((Path(out) / "manifest.json").read_bytes())
+def read_manifest(out: str | Path) -> dict:
+    with FileSystems.open(output_folder(out, "manifest.json"),
+                          compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return orjson.loads(handle.read())
 
 
 def canonical(rows: list[dict]) -> list[bytes]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from domain.run_summary import RunSummary
+from pipelines.outputs import output_folder, write_document
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
@@ -368,22 +369,20 @@ def render_report(figures: RunFigures) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_report(figures: RunFigures, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(figures), encoding="utf-8")
-    return path
+def write_report(figures: RunFigures, path: str | Path) -> str:
+    return write_document(path, render_report(figures).encode("utf-8"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.split("\n")[0])
-    parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
+    parser.add_argument("--output", required=True, help="the job's output folder (local, gs://, s3://)")
     parser.add_argument("--truth", type=Path, help="ground-truth file of the simulated producer")
-    parser.add_argument("--html", type=Path, help="where to write the report (default: OUTPUT/report.html)")
+    parser.add_argument("--html", help="where to write the report (default: OUTPUT/report.html)")
     args = parser.parse_args(argv)
     figures = load_figures(args.output, args.truth)
     for line in summary_lines(figures):
         print(line)
-    path = write_report(figures, args.html or args.output / "report.html")
+    path = write_report(figures, args.html or output_folder(args.output, "report.html"))
     print(f"report: {path}")
     return 0
 

@@ -41,7 +41,7 @@ from domain.retry_economy import (
     retry_economy,
 )
 from domain.run_summary import RunSummary, summarize_run
-from pipelines.outputs import iter_rows, read_rows, read_truth
+from pipelines.outputs import iter_rows, output_folder, read_rows, read_truth
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -84,21 +84,22 @@ def _savings(manifest: Mapping[str, Any]) -> tuple[CanonicalizationSavings | Non
     return recorded_savings(manifest), ""
 
 
-def load_figures(out: Path, truth: Path | None = None) -> RunFigures:
+def load_figures(out: str | Path, truth: Path | None = None) -> RunFigures:
     """The figures of one run (any output format).
 
     Without ``truth`` the rows are streamed (see ``domain.run_summary``):
     memory does not grow with the run. The ground-truth comparison needs
     every evaluation and request at once, so with ``truth`` they are loaded.
     """
-    out = Path(out)
     manifest = require_verified(out)  # never figures from a half-written, mixed or altered run
     savings, note = _savings(manifest)
     economy, kinds = None, {}
     if truth is None:
-        summary = summarize_run(lambda: iter_rows(out / "evaluations"), lambda: iter_rows(out / "retry_requests"))
+        summary = summarize_run(lambda: iter_rows(output_folder(out, "evaluations")),
+                                lambda: iter_rows(output_folder(out, "retry_requests")))
     else:
-        evaluations, requests = read_rows(out / "evaluations"), read_rows(out / "retry_requests")
+        evaluations = read_rows(output_folder(out, "evaluations"))
+        requests = read_rows(output_folder(out, "retry_requests"))
         summary = summarize_run(lambda: evaluations, lambda: requests)
         rows = read_truth(truth)
         kinds = _kind_counts(rows)

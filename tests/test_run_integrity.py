@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from domain.run_integrity import OutputFile, files_block, listed_files, verify_run
 from fixture_archive import write_archive
-from pipelines import batch_export, reprocess, retry_economy, verify
+from pipelines import batch_export, report, reprocess, retry_economy, verify
+from pipelines.outputs import read_manifest, read_outputs
 from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
                               remove_folder_contents)
@@ -405,6 +406,14 @@ def test_on_an_object_store_a_used_folder_is_refused_and_overwrite_touches_only_
     assert f"{out}/artifacts/npc-registry/part-00000-of-00001.avro" not in store
     assert verify.verify_folder(out).ok
     assert not [k for k in store if "/.temp-" in k]  # the writer's temporary objects are gone
+    # What reads a run folder reads it on an object store too (no pathlib join turning memtest:// into memtest:/).
+    manifest = read_manifest(out)
+    rows = read_outputs(out)
+    assert len(rows["evaluations"]) == manifest["conservation"]["evaluations"]
+    assert sum(len(v) for k, v in rows.items() if k.startswith("artifacts/")) == manifest["totals"]["accepted"]
+    assert retry_economy.load_figures(out).manifest == manifest
+    assert report.main(["--output", out]) == 0 and store[f"{out}/report.html"].startswith(b"<!DOCTYPE html>")
+    del store[f"{out}/report.html"]
 
     store[f"{out}/evaluations/part-00000-of-00001.jsonl"] += b'{"x": 1}\n'
     assert verify.verify_folder(out).problems[0].startswith(
