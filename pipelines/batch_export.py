@@ -36,6 +36,7 @@ from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
 from pipelines.options import OptionsError, check_arguments, parse_choices, parse_families, parser_flags, required_files
+from pipelines.runner_workarounds import send_stage_inputs_whole
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -246,6 +247,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     _preflight(args)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
+    send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
     with beam.Pipeline(options=options) as pipeline:
         build_pipeline(pipeline, args, standard.runner)
     with FileSystems.open(join_path(args.output, MANIFEST)) as handle:

@@ -30,6 +30,7 @@ from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRA
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines import runner_errors
+from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
 from transforms.process import COUNTS, JoinAndApply, SumCounts
@@ -180,6 +181,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
     ensure_handler()  # progress lines (stderr) from in-process workers
+    send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runner_workarounds)
     try:
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, opts, runner_name)
