@@ -23,6 +23,7 @@ from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_outpu
 from domain.source import Transcript, TranscriptError, parse_transcript
 from transforms.compression import decompressed
 from transforms.files import format_of, list_files, normalized_folder
+from transforms.write import join_path
 
 
 # --- the job's outputs --------------------------------------------------------------------
@@ -56,34 +57,17 @@ def read_rows(folder: str | Path) -> list[dict]:
     return list(iter_rows(folder))
 
 
-def output_folder(out: str | Path, *parts: str) -> str:
-    """A folder of a run's output (local or any Beam filesystem: a pathlib join would turn gs:// into gs:/)."""
-    return FileSystems.join(normalized_folder(str(out)), *parts)
-
-
-def write_document(path: str | Path, data: bytes) -> str:
-    """Write a whole small file (a report) locally or on any Beam filesystem; returns its path."""
-    path = str(path)
-    if "://" in path:
-        with FileSystems.create(path) as handle:
-            handle.write(data)
-    else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_bytes(data)
-    return path
-
-
 def read_outputs(out: str | Path) -> dict[str, list[dict]]:
-    result = {name: read_rows(output_folder(out, name)) for name in NON_ARTIFACT_OUTPUTS}
-    artifacts = output_folder(out, ARTIFACTS)
+    result = {name: read_rows(join_path(str(out), name)) for name in NON_ARTIFACT_OUTPUTS}
+    artifacts = join_path(str(out), ARTIFACTS)
     families = sorted({relative_path(artifacts, path).split("/")[0] for path in list_files(artifacts)})
     for family in families:
-        result[artifact_output(family)] = read_rows(output_folder(out, ARTIFACTS, family))
+        result[artifact_output(family)] = read_rows(join_path(str(out), ARTIFACTS, family))
     return result
 
 
 def read_manifest(out: str | Path) -> dict:
-    with FileSystems.open(output_folder(out, "manifest.json"),
+    with FileSystems.open(join_path(str(out), "manifest.json"),
                           compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         return orjson.loads(handle.read())
 

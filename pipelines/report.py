@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from domain.run_summary import RunSummary
-from pipelines.outputs import output_folder, write_document
+from transforms.write import join_path, write_document
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
@@ -370,7 +370,7 @@ def render_report(figures: RunFigures) -> str:
 
 
 def write_report(figures: RunFigures, path: str | Path) -> str:
-    return write_document(path, render_report(figures).encode("utf-8"))
+    return write_document(render_report(figures).encode("utf-8"), str(path))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = load_figures(args.output, args.truth)
     for line in summary_lines(figures):
         print(line)
-    path = write_report(figures, args.html or output_folder(args.output, "report.html"))
+    path = write_report(figures, args.html or join_path(args.output, "report.html"))
     print(f"report: {path}")
     return 0
 

@@ -41,7 +41,8 @@ from domain.retry_economy import (
     retry_economy,
 )
 from domain.run_summary import RunSummary, summarize_run
-from pipelines.outputs import iter_rows, output_folder, read_rows, read_truth
+from pipelines.outputs import iter_rows, read_rows, read_truth
+from transforms.write import join_path
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -95,11 +96,11 @@ def load_figures(out: str | Path, truth: Path | None = None) -> RunFigures:
     savings, note = _savings(manifest)
     economy, kinds = None, {}
     if truth is None:
-        summary = summarize_run(lambda: iter_rows(output_folder(out, "evaluations")),
-                                lambda: iter_rows(output_folder(out, "retry_requests")))
+        summary = summarize_run(lambda: iter_rows(join_path(str(out), "evaluations")),
+                                lambda: iter_rows(join_path(str(out), "retry_requests")))
     else:
-        evaluations = read_rows(output_folder(out, "evaluations"))
-        requests = read_rows(output_folder(out, "retry_requests"))
+        evaluations = read_rows(join_path(str(out), "evaluations"))
+        requests = read_rows(join_path(str(out), "retry_requests"))
         summary = summarize_run(lambda: evaluations, lambda: requests)
         rows = read_truth(truth)
         kinds = _kind_counts(rows)

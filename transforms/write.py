@@ -66,16 +66,22 @@ def arrow_block(rows, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema)
 
 
-def write_json_document(document: dict, path: str) -> str:
-    """Write one JSON document (pretty, sorted keys) through Beam's filesystems.
+def write_document(data: bytes, path: str) -> str:
+    """Write one whole small file (a manifest, a report) through Beam's filesystems.
 
     Written beside its place and then renamed, so a reader never sees half a document
     (a rename is atomic locally; on object stores the copy appears whole)."""
     staging = f"{path}.{uuid.uuid4().hex}.tmp"
     with FileSystems.create(staging) as handle:
-        handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
+        handle.write(data)
     FileSystems.rename([staging], [path])
     return path
+
+
+def write_json_document(document: dict, path: str) -> str:
+    """Write one JSON document (pretty, sorted keys) with :func:`write_document`."""
+    return write_document(
+        orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE), path)
 
 
 # --- one writer for many outputs -----------------------------------------------------------------
