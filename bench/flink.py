@@ -46,7 +46,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import SAMPLE_SECONDS, _children_map, _rss_kb, job_failure
-from bench.stats import markdown_table, spread, summary
+from bench.stats import check_same_evaluations, markdown_table, spread, summary
 
 PY = sys.executable
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -313,8 +313,7 @@ def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: P
                         f"CPU {row['cpu_s']:7.1f}s tree RSS {row['tree_peak_rss_mb']:7,.0f} MB "
                         f"load {os.getloadavg()[0]:.2f}")
             rows = {key: rs for key, rs in rows.items() if rs}
-            if len({r["evaluations"] for rs in rows.values() for r in rs}) > 1:
-                raise SystemExit(f"configurations disagree on the number of evaluations at {size}")
+            check_same_evaluations(rows, f" at {size}")
             for key, rs in rows.items():
                 result["points"].append({
                     "size": size, "candidates": archive.candidates_in, "sources": archive.sources,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import measure
-from bench.stats import markdown_table, spread, summary
+from bench.stats import check_same_evaluations, markdown_table, spread, summary
 
 PEERS_PY = REPO / ".venv-peers" / "bin" / "python"
 INSTALL_HINT = "`make bench-peers` (or `make peers-env`) installs PySpark into .venv-peers"
@@ -92,9 +92,7 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
                 log(f"  peers {size:>9,} round {round_no} {name:<11} {row['wall_s']:7.2f}s "
                     f"{row['rate']:8,.0f} cand/s  tree RSS {row['tree_peak_rss_mb']:7,.0f} MB  "
                     f"load {os.getloadavg()[0]:.2f}")
-        evaluations = {row["evaluations"] for r in rows.values() for row in r}
-        if len(evaluations) != 1:
-            raise SystemExit(f"configurations disagree on the number of evaluations: {evaluations}")
+        check_same_evaluations(rows, f" at {size}")
         summaries = {name: {metric: summary([r[metric] for r in rs])
                             for metric in ("wall_s", "cpu_s", "rate", "tree_peak_rss_mb", "load1_after")}
                      | {"processes": max(r["processes"] for r in rs)}

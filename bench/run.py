@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import Measured, job_failure, measure
-from bench.stats import linear_fit, markdown_table, spread, summary
+from bench.stats import check_same_evaluations, linear_fit, markdown_table, spread, summary
 
 PY = sys.executable
 LARGE = 500_000  # scaling points this big run once, whatever --scaling-runs says
@@ -160,9 +160,7 @@ def side_by_side(archive: Archive, configs: list[str], formats: list[str], runs:
                 log(f"  round {round_no}/{runs} {key:<11} {fmt:<5} {row['wall_s']:7.2f}s "
                     f"{row['rate']:8,.0f} cand/s  tree RSS {row['tree_peak_rss_mb']:7,.0f} MB  "
                     f"load {os.getloadavg()[0]:.2f}")
-    evaluations = {row["evaluations"] for rows in results.values() for row in rows}
-    if len(evaluations) != 1:
-        raise SystemExit(f"configurations disagree on the number of evaluations: {evaluations}")
+    check_same_evaluations(results)
     return results
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from typing import Mapping, Sequence
 
 
 def summary(values: Sequence[float]) -> dict:
@@ -30,3 +30,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], alig
 def spread(s: dict, fmt: str = "{:,.0f}") -> str:
     """'median (min–max)'."""
     return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+
+
+def check_same_evaluations(rows_by_config: Mapping[str, Sequence[dict]], where: str = "") -> None:
+    """Every configuration must have evaluated the same archive alike: one evaluation count for all runs."""
+    counts = {row["evaluations"] for rows in rows_by_config.values() for row in rows}
+    if len(counts) > 1:
+        raise SystemExit(f"configurations disagree on the number of evaluations{where}: {sorted(counts)}")
