@@ -243,7 +243,7 @@ class StructuralContext:
     enums: dict
     describe_raw_record: Callable[[Any], str | None]
     # Whether the family's typed record model accepts one raw record of ``list_field``.
-    record_accepted: Callable[[Any], bool] = lambda record: False
+    record_accepted: Callable[[Any], bool]
 
 
 _JSON_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
