@@ -30,6 +30,7 @@ import fastavro
 import orjson
 
 from bench.lines import read_grouped
+from transforms.compression import deflate_avro_writer
 
 from domain.assets import durable_avro_schema_path, load_json_asset
 from domain.reprocess import OUTPUT_TAGS, RunConfig, process_source
@@ -60,7 +61,7 @@ class _Writers:
             path = self.root / folder / ("part-00000-of-00001." + ("avro" if self.avro else "jsonl"))
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(path, "wb")
-            writer = (fastavro.write.Writer(handle, fastavro.parse_schema(load_json_asset(schema_path)), codec="deflate")
+            writer = (deflate_avro_writer(handle, fastavro.parse_schema(load_json_asset(schema_path)))
                       if self.avro else None)
             entry = self.files[folder] = (handle, writer)
         handle, writer = entry

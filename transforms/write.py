@@ -23,6 +23,7 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.compression import deflate_avro_writer
 from transforms.files import list_files
 
 FORMATS = ("avro", "jsonl", "parquet")
@@ -106,7 +107,7 @@ class _FileWriter:
         self.handle = FileSystems.create(path, mime_type="application/octet-stream",
                                          compression_type=CompressionTypes.UNCOMPRESSED)
         if self.fmt == "avro":
-            self.writer = fastavro.write.Writer(self.handle, spec.schema, "deflate")
+            self.writer = deflate_avro_writer(self.handle, spec.schema)
         elif self.fmt == "parquet":
             import pyarrow.parquet as pq
             if spec.schema is None:
