@@ -13,14 +13,13 @@ already holds every row of its key (docs/benchmarks.md).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from transforms.collector import collector_paused, tune_collector
 from transforms.progress import ProgressSpec, sizes_of
 from transforms.read import decode_block
 
@@ -30,20 +29,6 @@ COUNTS = "counts"
 PerKeyFn = Callable[[str, Mapping[str, list]], tuple[Mapping[str, Sequence[dict]], Mapping[str, int]]]
 # One input block -> its records.
 DecodeFn = Callable[[object], list]
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """No automatic garbage collection inside: one key's call allocates many small
-    objects that reference counting frees, and the collector's passes over them
-    cost ~9% of the call (docs/benchmarks.md). Cycles wait for the next pass."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _ApplyPerKey(beam.DoFn):
@@ -56,6 +41,7 @@ class _ApplyPerKey(beam.DoFn):
         self.tracker = None
 
     def setup(self):
+        tune_collector()
         if self.progress is not None:
             self.tracker = self.progress.tracker()
 

@@ -31,6 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics import Metrics
 
 from domain.records import dead_letter_row, unreadable_file_key
+from transforms.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
 from transforms.progress import ProgressSpec
@@ -175,6 +176,7 @@ class _ReadAndKey(beam.DoFn):
         self.tracker = None
 
     def setup(self) -> None:
+        tune_collector()
         self.bad_records = Metrics.counter("read", f"{self.input_name}_dead_letters")
         self.records = Metrics.counter("read", f"{self.input_name}_in")
         if self.progress is not None:

@@ -121,7 +121,8 @@ class _FileWriter:
         if not rows:
             return
         if self.fmt == "jsonl":
-            self.handle.write(jsonl_block(rows) + b"\n")
+            self.handle.write(jsonl_block(rows))
+            self.handle.write(b"\n")  # not joined to the block: that would copy it whole
         elif self.fmt == "avro":
             for record in rows:
                 self.writer.write(record)

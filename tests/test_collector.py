@@ -1,0 +1,63 @@
+"""The collector policy of the job's DoFns (transforms/collector.py)."""
+
+import gc
+
+import pytest
+
+from transforms import collector
+
+
+@pytest.fixture
+def fresh_policy(monkeypatch):
+    """Each test starts untuned and leaves the process's collector as it found it."""
+    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    monkeypatch.setattr(collector, "_tuned", False)
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+    (gc.enable if enabled else gc.disable)()
+
+
+def test_tuning_freezes_what_is_alive_and_raises_only_the_young_threshold(fresh_policy):
+    gc.unfreeze()
+    _, older, oldest = gc.get_threshold()
+    collector.tune_collector()
+    assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == (collector.YOUNG_THRESHOLD, older, oldest)
+
+
+def test_tuning_happens_once_per_process(fresh_policy):
+    collector.tune_collector()
+    frozen = gc.get_freeze_count()
+    later = [[] for _ in range(1000)]  # alive, tracked, created after the first call
+    collector.tune_collector()
+    assert gc.get_freeze_count() == frozen
+    assert later
+
+
+def test_cycles_made_after_tuning_are_still_collected(fresh_policy):
+    collector.tune_collector()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    del a, b
+    assert gc.collect() >= 2
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_paused_inside_and_restored_after(fresh_policy, enabled_before):
+    (gc.enable if enabled_before else gc.disable)()
+    with collector.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled() is enabled_before
+
+
+def test_restored_when_the_call_raises(fresh_policy):
+    gc.enable()
+    with pytest.raises(ValueError):
+        with collector.collector_paused():
+            raise ValueError("a key's call failed")
+    assert gc.isenabled()

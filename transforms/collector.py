@@ -1,0 +1,50 @@
+"""The garbage collector's policy for the job's work, without importing Beam.
+
+Two measures, both about the cyclic collector (reference counting frees
+almost everything this job allocates; cycles are rare):
+
+- ``collector_paused``: no automatic collection inside one key's call, which
+  allocates many small objects that reference counting frees; the
+  collector's passes over them cost ~9% of the call (docs/benchmarks.md).
+- ``tune_collector``: once per process, before its first bundle, every object
+  alive then (modules, Beam's runner and pipeline state, the DoFns) is moved
+  to the permanent generation (``gc.freeze``), so full collections walk only
+  what the work allocates afterwards; and the youngest generation is
+  collected every 50,000 net allocations instead of 700. On the 100k bench
+  archive the in-process job's collections went from 0.73 s to 0.25 s.
+
+The bench loop applies the same policy, so the comparison stays like for like.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+
+# Net allocations of tracked objects between two collections of the youngest generation (CPython's is 700).
+YOUNG_THRESHOLD = 50_000
+
+_tuned = False
+
+
+def tune_collector() -> None:
+    """Freeze what is alive now and collect the young generation less often; once per process."""
+    global _tuned
+    if _tuned:
+        return
+    _tuned = True
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No automatic garbage collection inside; cycles wait for the next pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
