@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import apache_beam as beam
-import fastavro
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
@@ -25,7 +24,7 @@ GLOB_CHARACTERS = "*?[]"
 
 class _HashedStream:
     """A file read front to back once: every byte read is also hashed and counted, so a row counter
-    reads the very bytes the hash covers. ``tell`` because fastavro asks for it."""
+    reads the very bytes the hash covers."""
 
     def __init__(self, handle) -> None:
         self.handle = handle
@@ -40,9 +39,6 @@ class _HashedStream:
         self.at_end = self.at_end or (not data and n != 0)
         return data
 
-    def tell(self) -> int:
-        return self.size
-
     def read_to_end(self) -> None:
         while not self.at_end:
             self.read(_CHUNK)
@@ -56,8 +52,62 @@ def _jsonl_rows(stream: _HashedStream) -> int:
     return rows + (last != b"\n")  # a last line without its line break
 
 
+_AVRO_MAGIC = b"Obj\x01"
+_AVRO_SYNC_BYTES = 16
+
+
+def _avro_long(stream: _HashedStream, first: bytes = b"") -> int:
+    """One Avro ``long`` (zig-zag, base-128 varint) read from ``stream``; ``first`` is its first byte
+    when the caller has read it already."""
+    value = shift = 0
+    byte = first or stream.read(1)
+    while True:
+        if not byte:
+            raise EOFError("the file ends inside an Avro number")
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return (value >> 1) ^ -(value & 1)
+        shift += 7
+        if shift > 63:
+            raise ValueError("an Avro number is longer than 10 bytes")
+        byte = stream.read(1)
+
+
+def _skip(stream: _HashedStream, n: int) -> None:
+    if n < 0:
+        raise ValueError(f"negative Avro length {n}")
+    while n:
+        data = stream.read(min(n, _CHUNK))
+        if not data:
+            raise EOFError("the file ends inside an Avro block")
+        n -= len(data)
+
+
 def _avro_rows(stream: _HashedStream) -> int:
-    return sum(block.num_records for block in fastavro.block_reader(stream))
+    """Rows of an Avro container file from its block headers alone: no block is decompressed or
+    decoded (the hash covers the bytes). A file whose structure is damaged (no magic bytes, a cut
+    block, a block not followed by the file's sync marker) raises."""
+    if stream.read(len(_AVRO_MAGIC)) != _AVRO_MAGIC:
+        raise ValueError("not an Avro container file (no magic bytes)")
+    while (entries := _avro_long(stream)) != 0:  # the metadata map, block by block
+        if entries < 0:  # a negative count is followed by the block's byte size
+            entries = -entries
+            _avro_long(stream)
+        for _ in range(2 * entries):  # key and value: length-prefixed bytes
+            _skip(stream, _avro_long(stream))
+    sync = stream.read(_AVRO_SYNC_BYTES)
+    if len(sync) != _AVRO_SYNC_BYTES:
+        raise EOFError("the file ends inside its header")
+    rows = 0
+    while first := stream.read(1):
+        count = _avro_long(stream, first)
+        if count < 0:
+            raise ValueError(f"an Avro block of {count} rows")
+        _skip(stream, _avro_long(stream))
+        if stream.read(_AVRO_SYNC_BYTES) != sync:
+            raise ValueError("an Avro block is not followed by the file's sync marker")
+        rows += count
+    return rows
 
 
 def _parquet_rows(stream: _HashedStream) -> int:
