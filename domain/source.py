@@ -187,44 +187,59 @@ def transcript_from_record(record: Any) -> Transcript:
     if not raw_units:
         raise TranscriptError(f"{where} has no units")
 
-    columns = _well_formed_unit_columns(raw_units)
-    if columns is None:
-        columns = _checked_unit_columns(raw_units, where)
-    unit_ids = tuple(columns[0])
-    index = DocumentIndex(source_id, dict(zip(unit_ids, range(len(unit_ids)))), unit_ids)
+    units = _well_formed_units(raw_units)
+    if units is None:
+        units = _checked_units(raw_units, where)
+    unit_ids, speakers, texts, positions = units
+    index = DocumentIndex(source_id, positions, unit_ids)
+    # Every document position once (the index's values, in order): chunks share slices of it.
+    document_positions = tuple(positions.values())
     chunks: dict[str, Chunk] = {}
     for n, raw in enumerate(raw_chunks, start=1):
-        chunk = _well_formed_chunk(raw, index, chunks)
+        chunk = _well_formed_chunk(raw, index, document_positions, chunks)
         if chunk is None:
             chunk = _checked_chunk(raw, n, index, chunks, where)
         chunks[chunk.chunk_id] = chunk
-    return Transcript(source_id, (unit_ids, tuple(columns[1]), tuple(columns[2])), chunks, index)
+    return Transcript(source_id, (unit_ids, speakers, texts), chunks, index)
 
 
-def _well_formed_unit_columns(raw_units: list) -> tuple[list, list, list] | None:
-    """(ids, speakers, texts) when every unit is well formed (exact JSON types, ids positive,
-    in range and distinct), checked column by column at C speed; None sends the record
-    through :func:`_checked_unit_columns`, which names the first problem."""
+# (unit ids, speakers, texts, unit id -> document position) of a transcript's units.
+UnitColumns = tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], dict[int, int]]
+
+
+def _all_exactly(kind: type, values: Sequence) -> bool:
+    """Every value is of exactly ``kind`` (a bool is not an int here), at C speed."""
+    return list(map(type, values)).count(kind) == len(values)
+
+
+def _well_formed_units(raw_units: list) -> UnitColumns | None:
+    """The columns when every unit is well formed (exact JSON types, ids positive, in range
+    and distinct), checked column by column at C speed; None sends the record through
+    :func:`_checked_units`, which names the first problem."""
+    if not raw_units:
+        return None
     try:
-        unit_ids = [raw["unit_id"] for raw in raw_units]
-        speakers = [raw["speaker"] for raw in raw_units]
-        texts = [raw["text"] for raw in raw_units]
+        unit_ids = tuple([raw["unit_id"] for raw in raw_units])
+        speakers = tuple([raw["speaker"] for raw in raw_units])
+        texts = tuple([raw["text"] for raw in raw_units])
     except (TypeError, KeyError, IndexError):
         return None
     # (A unit that is not an object failed the indexing above.)
-    if (set(map(type, unit_ids)) != {int}
-            or set(map(type, speakers)) != {str} or set(map(type, texts)) != {str}
-            or min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID or len(set(unit_ids)) != len(unit_ids)):
+    if (not _all_exactly(int, unit_ids) or not _all_exactly(str, speakers) or not _all_exactly(str, texts)
+            or min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID):
         return None
-    return unit_ids, speakers, texts
+    positions = dict(zip(unit_ids, range(len(unit_ids))))
+    if len(positions) != len(unit_ids):  # a duplicate id
+        return None
+    return unit_ids, speakers, texts, positions
 
 
-def _checked_unit_columns(raw_units: list, where: str) -> tuple[list, list, list]:
+def _checked_units(raw_units: list, where: str) -> UnitColumns:
     """The same columns, unit by unit; raises :class:`TranscriptError` naming the first problem."""
     unit_ids: list[int] = []
     speakers: list[str] = []
     texts: list[str] = []
-    seen: set[int] = set()
+    positions: dict[int, int] = {}
     for n, raw in enumerate(raw_units, start=1):
         unit_where = f"{where} unit #{n}"
         if not isinstance(raw, dict):
@@ -234,25 +249,36 @@ def _checked_unit_columns(raw_units: list, where: str) -> tuple[list, list, list
             raise TranscriptError(f"{unit_where} has non-positive unit_id {uid}")
         if uid > MAX_UNIT_ID:
             raise TranscriptError(f"{unit_where} has unit_id {uid}, above the 64-bit limit of the outputs")
-        if uid in seen:
+        if uid in positions:
             raise TranscriptError(f"{where} has duplicate unit_id {uid}")
-        seen.add(uid)
+        positions[uid] = len(unit_ids)
         unit_ids.append(uid)
         speakers.append(_require(raw, "speaker", str, unit_where))
         texts.append(_require(raw, "text", str, unit_where))
-    return unit_ids, speakers, texts
+    return tuple(unit_ids), tuple(speakers), tuple(texts), positions
 
 
-def _well_formed_chunk(raw: Any, index: DocumentIndex, chunks: Mapping[str, Chunk]) -> Chunk | None:
+def _well_formed_chunk(
+    raw: Any, index: DocumentIndex, document_positions: tuple[int, ...], chunks: Mapping[str, Chunk]
+) -> Chunk | None:
     """The chunk when its record is well formed (exact JSON types, members known and
-    distinct); None sends it through :func:`_checked_chunk`, which names the problem."""
+    distinct); None sends it through :func:`_checked_chunk`, which names the problem.
+    ``document_positions``: every position of ``index``, in order."""
     if type(raw) is not dict:
         return None
     chunk_id, kind, member_ids = raw.get("chunk_id"), raw.get("kind"), raw.get("unit_ids")
     if (type(chunk_id) is not str or type(kind) is not str or type(member_ids) is not list or not member_ids
             or chunk_id == "*" or not chunk_id.strip() or chunk_id in chunks or kind not in CHUNK_KINDS
-            or set(map(type, member_ids)) != {int}):  # bool and float keys would hash like ints
+            or not _all_exactly(int, member_ids)):  # bool and float keys would hash like ints
         return None
+    # The usual record lists one run of consecutive units in document order: compared with
+    # the index's run at C speed, without a lookup per member.
+    first = index.positions.get(member_ids[0])
+    if first is not None:
+        end = first + len(member_ids)
+        run = index.unit_ids_in_order[first:end]
+        if run == tuple(member_ids):
+            return Chunk(chunk_id, kind, run, document_positions[first:end])
     try:
         positions = sorted(map(index.positions.__getitem__, member_ids))
     except KeyError:
