@@ -19,6 +19,7 @@ import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from operator import attrgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
@@ -349,6 +350,10 @@ def _artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, 
     return "a-" + _sha(family, source_id, chunk_id, candidate_id, raw_sha, policy)[:32]
 
 
+# Attempts of a slot, earliest first: attempt number, then candidate id.
+_attempt_order = attrgetter("attempt", "candidate_id")
+
+
 class _SlotDecider:
     """Decides slots of one source in role order, remembering accepted registries."""
 
@@ -375,13 +380,13 @@ class _SlotDecider:
         self.accepted_survival: list[tuple[FamilySpec, bool]] = []
 
     def decide(self, spec: FamilySpec, chunk_id: str, attempts: list[Candidate]) -> None:
-        attempts = sorted(attempts, key=lambda c: (c.attempt, c.candidate_id))
+        attempts = sorted(attempts, key=_attempt_order)
         prompt_fp, schema_fp = current_fingerprints(spec.key)
         current = [is_current(c.prompt_fingerprint, c.schema_fingerprint, (prompt_fp, schema_fp)) for c in attempts]
-        for cand, fresh in zip(attempts, current):
-            self.counts["evaluations"] += 1
-            if not fresh:
-                self.counts[count_key("outcome", spec.key, "stale")] += 1
+        self.counts["evaluations"] += len(attempts)
+        stale = current.count(False)
+        if stale:
+            self.counts[count_key("outcome", spec.key, "stale")] += stale
 
         ctx = self._context(spec, chunk_id)
         if ctx is None:  # a prerequisite registry is missing: nothing can be checked yet
@@ -396,7 +401,7 @@ class _SlotDecider:
         accepted_row = -1
         for cand, result in results:
             # Invariant failures are our bugs: counted for operators, never shown to a producer.
-            invariant_failures = sum(1 for issue in result.issues if is_invariant_issue(issue))
+            invariant_failures = sum(map(is_invariant_issue, result.issues))
             if invariant_failures:
                 self.counts[count_key("invariant_failures", spec.key)] += invariant_failures
             if accepted is not None and cand is accepted[0]:
@@ -416,7 +421,7 @@ class _SlotDecider:
             survives = any(r.passed and not r.endpoints_reordered for _, r in results)
             self.accepted_survival.append((spec, survives))
             self.counts[count_key("revision", spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
-            if current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
+            if chosen and current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
                 # An earlier passing stale attempt would have won before SPEC §6.1.
                 self.counts[count_key("revision", spec.key, "current_over_stale")] += 1
             self._accept(spec, chunk_id, *accepted)

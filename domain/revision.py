@@ -38,7 +38,10 @@ def choose_accepted(passed: Sequence[bool], current: Sequence[bool]) -> int | No
     passing = [n for n, ok in enumerate(passed) if ok]
     if not passing:
         return None
-    return next((n for n in passing if current[n]), passing[0])
+    for n in passing:
+        if current[n]:
+            return n
+    return passing[0]
 
 
 def refresh_due(*, has_current: bool, deferred: bool, retried: bool) -> bool:
