@@ -140,7 +140,8 @@ def test_the_column_fast_path_agrees_with_the_unit_checks(units):
         return
     assert fast == checked or (fast is None and not units)
     if fast is not None:
-        assert [type(value) for column in fast[:3] for value in column] == [type(value) for column in checked[:3] for value in column]
+        types = [[type(value) for column in columns[:3] for value in column] for columns in (fast, checked)]
+        assert types[0] == types[1]
 
 
 @pytest.mark.parametrize("members", [[10, True], [10, 3.0], [10, 10], [10, 99], [10, "3"]])
