@@ -193,7 +193,7 @@ def transcript_from_record(record: Any) -> Transcript:
     unit_ids, speakers, texts, positions = units
     index = DocumentIndex(source_id, positions, unit_ids)
     # Every document position once (the index's values, in order): chunks share slices of it.
-    document_positions = tuple(positions.values())
+    document_positions = tuple(range(len(unit_ids)))
     chunks: dict[str, Chunk] = {}
     for n, raw in enumerate(raw_chunks, start=1):
         chunk = _well_formed_chunk(raw, index, document_positions, chunks)
