@@ -9,8 +9,8 @@ file read as lines (``textFile``, bytes), every line keyed by its
 ``source_id`` (one orjson parse, as the job's read step and the loop do),
 the two inputs joined with ``cogroup`` into ``--partitions`` partitions, and
 ``domain.reprocess.process_source_groups`` called once per source inside the
-Python workers, with the garbage collector paused around the call as the job
-does. Each task writes its partition's rows as JSON Lines (orjson), one file
+Python workers, with the job's garbage-collector policy
+(``transforms.collector``). Each task writes its partition's rows as JSON Lines (orjson), one file
 per output folder (``artifacts/<family>/``, ``retry_requests/``,
 ``evaluations/``, ``dead_letters/``) and partition, and returns its counts;
 the driver adds them up. There is no manifest and no commit protocol: the
@@ -25,7 +25,6 @@ domain comes from this checkout (PYTHONPATH), so Beam is not needed.
 from __future__ import annotations
 
 import argparse
-import gc
 import glob
 import os
 import sys
@@ -56,7 +55,9 @@ def _process_partition(output: str):
         import orjson
 
         from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
+        from transforms.collector import collector_paused, tune_collector
 
+        tune_collector()  # the job's collector policy, once per Python worker
         config = RunConfig()
         handles: dict[str, object] = {}
         counts: Counter = Counter()
@@ -72,11 +73,8 @@ def _process_partition(output: str):
         try:
             for source_id, (transcripts, candidates) in sources:
                 grouped = {INPUT_TRANSCRIPTS: list(transcripts), INPUT_CANDIDATES: list(candidates)}
-                gc.disable()
-                try:
+                with collector_paused():
                     outputs, source_counts = process_source_groups(config, source_id, grouped)
-                finally:
-                    gc.enable()
                 by_family: dict[str, list[dict]] = {}
                 for row in outputs["artifacts"]:
                     by_family.setdefault(row["family"], []).append(row)
