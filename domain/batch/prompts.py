@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import orjson
-from jsonschema import Draft202012Validator
+
+if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every process's start, launchers included
+    from jsonschema import Draft202012Validator
 
 from domain.assets import composed_prompt, load_json_asset
 from domain.families import FAMILIES
@@ -72,6 +74,8 @@ class ModelPrompt:
 
 @lru_cache(maxsize=1)
 def _retry_request_validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # on first use: see the module's imports
+
     return Draft202012Validator(load_json_asset(RETRY_REQUEST_SCHEMA))
 
 

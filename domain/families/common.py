@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Container, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
 
 import orjson
-from jsonschema import Draft202012Validator
+
+if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every process's start, launchers included
+    from jsonschema import Draft202012Validator
 
 from domain.assets import llm_schema_path, load_json_asset
 from domain.evidence import SourceRef, canonical_spans, earliest_position, span_within_chunk
@@ -219,6 +221,8 @@ def check_membership(
 
 @lru_cache(maxsize=None)
 def llm_schema_validator(family: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # on first use: see the module's imports
+
     schema = load_json_asset(llm_schema_path(family))
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
