@@ -19,6 +19,8 @@ from typing import IO, Any
 import fastavro
 from isal import igzip, isal_zlib
 
+from transforms.avro_container import avro_long
+
 # ISA-L's default level (0-3); raw deflate, as the Avro specification's codec has no zlib wrapper.
 AVRO_DEFLATE_LEVEL = 2
 _RAW_DEFLATE = -15
@@ -36,17 +38,6 @@ def decompressed(raw: IO[bytes], path: str) -> IO[bytes]:
     if path.endswith(".bz2"):
         return bz2.BZ2File(raw, mode="rb")
     return raw
-
-
-def avro_long(n: int) -> bytes:
-    """``n`` as an Avro ``long``: zig-zag, then base-128 varint, low groups first."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def deflate_avro_block(fo: IO[bytes], block: bytes, _level: Any) -> None:

@@ -18,6 +18,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.avro_container import avro_row_count
+
 _CHUNK = 1 << 20
 GLOB_CHARACTERS = "*?[]"
 
@@ -52,64 +54,6 @@ def _jsonl_rows(stream: _HashedStream) -> int:
     return rows + (last != b"\n")  # a last line without its line break
 
 
-_AVRO_MAGIC = b"Obj\x01"
-_AVRO_SYNC_BYTES = 16
-
-
-def _avro_long(stream: _HashedStream, first: bytes = b"") -> int:
-    """One Avro ``long`` (zig-zag, base-128 varint) read from ``stream``; ``first`` is its first byte
-    when the caller has read it already."""
-    value = shift = 0
-    byte = first or stream.read(1)
-    while True:
-        if not byte:
-            raise EOFError("the file ends inside an Avro number")
-        value |= (byte[0] & 0x7F) << shift
-        if byte[0] < 0x80:
-            return (value >> 1) ^ -(value & 1)
-        shift += 7
-        if shift > 63:
-            raise ValueError("an Avro number is longer than 10 bytes")
-        byte = stream.read(1)
-
-
-def _skip(stream: _HashedStream, n: int) -> None:
-    if n < 0:
-        raise ValueError(f"negative Avro length {n}")
-    while n:
-        data = stream.read(min(n, _CHUNK))
-        if not data:
-            raise EOFError("the file ends inside an Avro block")
-        n -= len(data)
-
-
-def _avro_rows(stream: _HashedStream) -> int:
-    """Rows of an Avro container file from its block headers alone: no block is decompressed or
-    decoded (the hash covers the bytes). A file whose structure is damaged (no magic bytes, a cut
-    block, a block not followed by the file's sync marker) raises."""
-    if stream.read(len(_AVRO_MAGIC)) != _AVRO_MAGIC:
-        raise ValueError("not an Avro container file (no magic bytes)")
-    while (entries := _avro_long(stream)) != 0:  # the metadata map, block by block
-        if entries < 0:  # a negative count is followed by the block's byte size
-            entries = -entries
-            _avro_long(stream)
-        for _ in range(2 * entries):  # key and value: length-prefixed bytes
-            _skip(stream, _avro_long(stream))
-    sync = stream.read(_AVRO_SYNC_BYTES)
-    if len(sync) != _AVRO_SYNC_BYTES:
-        raise EOFError("the file ends inside its header")
-    rows = 0
-    while first := stream.read(1):
-        count = _avro_long(stream, first)
-        if count < 0:
-            raise ValueError(f"an Avro block of {count} rows")
-        _skip(stream, _avro_long(stream))
-        if stream.read(_AVRO_SYNC_BYTES) != sync:
-            raise ValueError("an Avro block is not followed by the file's sync marker")
-        rows += count
-    return rows
-
-
 def _parquet_rows(stream: _HashedStream) -> int:
     import pyarrow.parquet as pq  # only for Parquet runs
 
@@ -118,7 +62,7 @@ def _parquet_rows(stream: _HashedStream) -> int:
 
 
 # Row counters by file format, reading the file through its hashed stream; a new writer format adds its counter here.
-ROW_COUNTERS: dict[str, Callable[[_HashedStream], int]] = {"jsonl": _jsonl_rows, "avro": _avro_rows,
+ROW_COUNTERS: dict[str, Callable[[_HashedStream], int]] = {"jsonl": _jsonl_rows, "avro": avro_row_count,
                                                              "parquet": _parquet_rows}
 # File name suffix -> format.
 SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro", ".parquet": "parquet"}
