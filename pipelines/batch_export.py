@@ -40,7 +40,7 @@ from pipelines.runner_workarounds import send_stage_inputs_whole
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
@@ -149,20 +149,18 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         max_bytes_per_file=max_bytes, families=families, only_request_ids=_request_ids(args.only_request_ids),
         kinds=parse_kinds(args.kinds))
 
-    transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
-        args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes,
-        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA))
-    requests = pipeline | "ReadRetryRequests" >> ReadKeyedRecords(
-        args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes)
-    inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_RETRY_REQUESTS: requests}
+    inputs = [
+        KeyedInput(args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes,
+                   fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA)),
+        KeyedInput(args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes),
+    ]
     registries = registries_glob(args)
     if registries and not matching_files(registries):
         registries = None  # the run's own place for them holds none (an explicit --registries was checked)
     if registries:
-        inputs[INPUT_REGISTRIES] = pipeline | "ReadRegistries" >> ReadKeyedRecords(
-            registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes)
-    shaped = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
-        functools.partial(export_source_groups, config), OUTPUT_TAGS)
+        inputs.append(KeyedInput(registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes))
+    read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs))
+    shaped = read[KEYED] | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
 
     unique = (
         shaped["requests"]
@@ -185,7 +183,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "WriteFiles" >> beam.ParDo(_WriteFile(args.output), plan=beam.pvalue.AsSingleton(plan))
         | "AllFiles" >> beam.combiners.ToList()
     )
-    dead_letters = (*(read[DEAD] for read in inputs.values()), shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters = (read[DEAD], shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
     (dead_letters | "LabelDeadLetters" >> beam.Map(lambda block: ("dead_letters", block))
      | "Write[dead_letters]" >> WriteOutputs(
          {"dead_letters": OutputSpec(join_path(args.output, "dead_letters"), "jsonl")}, args.output))
@@ -200,7 +198,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     }
     manifest_path = join_path(args.output, MANIFEST)
     (
-        (*(read[READ_COUNTS] for read in inputs.values()), shaped[COUNTS], unique.counts)
+        (read[READ_COUNTS], shaped[COUNTS], unique.counts)
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(

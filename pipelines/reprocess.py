@@ -36,7 +36,7 @@ from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, 
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, reading_progress
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
 from domain.schemagen import arrow_schema_path
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
@@ -70,22 +70,20 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
                        refresh_stale=bool(opts.refresh_stale))
     fmt = opts.output_format
 
-    transcripts = pipeline | "ReadTranscripts" >> ReadKeyedRecords(
-        opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes,
-        fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA),
-        progress=reading_progress(INPUT_TRANSCRIPTS, opts.progress_seconds))
-    candidates = pipeline | "ReadCandidates" >> ReadKeyedRecords(
-        opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes,
-        fields=input_field_shape(CANDIDATE_INPUT_SCHEMA),
-        progress=reading_progress(INPUT_CANDIDATES, opts.progress_seconds))
-
-    inputs = {INPUT_TRANSCRIPTS: transcripts, INPUT_CANDIDATES: candidates}
+    inputs = [
+        KeyedInput(opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes,
+                   fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA),
+                   progress=reading_progress(INPUT_TRANSCRIPTS, opts.progress_seconds)),
+        KeyedInput(opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes,
+                   fields=input_field_shape(CANDIDATE_INPUT_SCHEMA),
+                   progress=reading_progress(INPUT_CANDIDATES, opts.progress_seconds)),
+    ]
     if opts.prior_registries:
-        inputs[INPUT_PRIOR_REGISTRIES] = pipeline | "ReadPriorRegistries" >> ReadKeyedRecords(
-            opts.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", opts.max_record_bytes)
+        inputs.append(KeyedInput(opts.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", opts.max_record_bytes))
+    read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs))
 
     progress = ProgressSpec("sources", (INPUT_CANDIDATES,), opts.progress_seconds)
-    processed = {name: read[KEYED] for name, read in inputs.items()} | "PerSource" >> JoinAndApply(
+    processed = read[KEYED] | "PerSource" >> JoinAndApply(
         functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
 
     output = opts.output  # normalized by prepare_output_folder
@@ -93,7 +91,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
                                               writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
     specs.update({tag: OutputSpec(join_path(output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
                   for tag in NON_ARTIFACT_OUTPUTS})
-    dead_letters = (*(read[DEAD] for read in inputs.values()), processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters = (read[DEAD], processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
     # Each output's blocks; its dead letters include the read steps'.
     blocks = {**{tag: processed[tag] for tag in OUTPUT_TAGS}, "dead_letters": dead_letters}
     labelled = (
@@ -120,7 +118,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
     )
     (
-        (*(read[READ_COUNTS] for read in inputs.values()), processed[COUNTS])
+        (read[READ_COUNTS], processed[COUNTS])
         | "AllCounts" >> beam.Flatten()
         # Never empty: every input file read yields its counts (preflight refuses an empty match).
         | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()

@@ -164,15 +164,15 @@ def test_read_keyed_records_reads_parquet_rows_as_json(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.read import KEYED, ReadKeyedRecords, decode_block
+    from transforms.read import KEYED, KeyedInput, ReadKeyedInputs, decode_block
 
     schema = to_pyarrow(load_json_asset(arrow_schema_path("outputs/dead_letter.v1.avsc")))
     rows = [{"input": "candidates", "reason": "r\n", "payload": "caf\u00e9 \U0001f409", "payload_encoding": "utf-8"},
             {"input": "transcripts", "reason": "", "payload": "", "payload_encoding": "base64"}]
     pq.write_table(arrow_block(rows, schema), tmp_path / "part-00000-of-00001.parquet")
     with TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        read = p | ReadKeyedRecords(str(tmp_path / "*.parquet"), "prior_registries", "input", max_record_bytes=1000)
-        decoded = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], line) for line in decode_block(kv[1])])
+        read = p | ReadKeyedInputs((KeyedInput(str(tmp_path / "*.parquet"), "prior_registries", "input", 1000),))
+        decoded = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], line) for line in decode_block(kv[1][1])])
         assert_that(decoded | beam.MapTuple(lambda key, line: (key, orjson.loads(line))),
                     equal_to([(row["input"], row) for row in rows]))
 

@@ -25,7 +25,7 @@ from pipelines.outputs import read_manifest, read_outputs
 from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
                               remove_folder_contents)
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, decode_block
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, decode_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -377,8 +377,8 @@ def test_a_byte_order_mark_on_a_files_first_byte_is_skipped(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(bom + b'{"k": "s1"}\n' + bom + b'{"k": "s2"}\n')
     (tmp_path / "b.jsonl.gz").write_bytes(__import__("gzip").compress(bom + b'{"k": "s3"}\r\n'))
     with TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        read = p | ReadKeyedRecords(str(tmp_path / "*"), "candidates", "k", max_record_bytes=100)
-        keyed = read[KEYED] | beam.FlatMap(lambda kv: [kv[0] for _ in decode_block(kv[1])])
+        read = p | ReadKeyedInputs((KeyedInput(str(tmp_path / "*"), "candidates", "k", 100),))
+        keyed = read[KEYED] | beam.FlatMap(lambda kv: [kv[0] for _ in decode_block(kv[1][1])])
         assert_that(keyed, equal_to(["s1", "s3"]), label="keyed")
         dead = read[DEAD] | beam.FlatMap(lambda rows: [r["payload"] for r in rows])
         assert_that(dead, equal_to([(bom + b'{"k": "s2"}').decode()]), label="dead")  # elsewhere: a dead letter

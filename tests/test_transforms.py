@@ -13,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from output_reader import read_rows
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, ReadKeyedRecords, decode_block, encode_block
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, decode_block, encode_block
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
@@ -24,10 +24,10 @@ def test_read_keyed_records_keys_counts_and_dead_letters(tmp_path):
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b'{"k": "s1", "v": 2}\n{"v": 3}\n' + b"x" * 200 + b"\n"))
     (tmp_path / "c.jsonl").write_bytes(b"")
     with TestPipeline(options=OPTIONS) as p:
-        read = p | ReadKeyedRecords(str(tmp_path / "*"), "candidates", "k", max_record_bytes=100)
-        keyed = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], line) for line in decode_block(kv[1])])
-        assert_that(keyed, equal_to([("s1", b'{"k": "s1", "v": 1}'), ("s2", b'{"k": "s2"}'),
-                                     ("s1", b'{"k": "s1", "v": 2}')]), label="keyed")
+        read = p | ReadKeyedInputs((KeyedInput(str(tmp_path / "*"), "candidates", "k", 100),))
+        keyed = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], kv[1][0], line) for line in decode_block(kv[1][1])])
+        assert_that(keyed, equal_to([("s1", "candidates", b'{"k": "s1", "v": 1}'), ("s2", "candidates", b'{"k": "s2"}'),
+                                     ("s1", "candidates", b'{"k": "s1", "v": 2}')]), label="keyed")
         reasons = read[DEAD] | beam.FlatMap(lambda rows: [r["reason"].split(" (")[0] for r in rows])
         assert_that(reasons, equal_to(["record is not valid JSON", "record is missing a string 'k'",
                                        "record exceeds --max-record-bytes"]), label="dead")
@@ -36,15 +36,44 @@ def test_read_keyed_records_keys_counts_and_dead_letters(tmp_path):
                                        "dead_letters/candidates": 3}]), label="counts")
 
 
+def test_several_inputs_are_read_in_one_step_each_record_named_by_its_input(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "t" / "a.jsonl").write_bytes(b'{"id": "s1", "t": 1}\n{"id": "s2", "t": 2}\n')
+    (tmp_path / "c" / "a.jsonl").write_bytes(b'{"src": "s1", "c": 1}\n{"c": 2}\n')
+    (tmp_path / "c" / "b.jsonl.gz").write_bytes(gzip.compress(b'{"src": "s1", "c": 3}\n\n'))
+    inputs = (KeyedInput(str(tmp_path / "t" / "*"), "transcripts", "id", 100),
+              KeyedInput(str(tmp_path / "c" / "*"), "candidates", "src", 100),
+              KeyedInput(str(tmp_path / "none" / "*"), "registries", "id", 100))
+    with TestPipeline(options=OPTIONS) as p:
+        read = p | ReadKeyedInputs(inputs)
+        keyed = read[KEYED] | beam.FlatMap(lambda kv: [(kv[0], kv[1][0], line) for line in decode_block(kv[1][1])])
+        assert_that(keyed, equal_to([("s1", "transcripts", b'{"id": "s1", "t": 1}'),
+                                     ("s2", "transcripts", b'{"id": "s2", "t": 2}'),
+                                     ("s1", "candidates", b'{"src": "s1", "c": 1}'),
+                                     ("s1", "candidates", b'{"src": "s1", "c": 3}')]), label="keyed")
+        dead = read[DEAD] | beam.FlatMap(lambda rows: [(r["input"], r["reason"]) for r in rows])
+        assert_that(dead, equal_to([("candidates", "record is missing a string 'src'")]), label="dead")
+        totals = read[READ_COUNTS] | beam.CombineGlobally(SumCounts())
+        assert_that(totals, equal_to([{"transcripts_in": 2, "dead_letters/transcripts": 0, "blank_lines/transcripts": 0,
+                                       "candidates_in": 3, "dead_letters/candidates": 1,
+                                       "blank_lines/candidates": 1}]), label="counts")
+
+
+def test_inputs_read_together_need_distinct_names():
+    with pytest.raises(ValueError, match="distinct"):
+        ReadKeyedInputs((KeyedInput("a*", "x", "k", 10), KeyedInput("b*", "x", "k", 10)))
+
+
 def test_join_and_apply_calls_fn_once_per_key_with_every_input():
     def fn(key, groups):
         rows = [{"key": key, "a": sorted(groups.get("a", [])), "b": sorted(groups.get("b", []))}]
         return {"rows": rows}, {"keys": 1}
 
     with TestPipeline(options=OPTIONS) as p:
-        a = p | "A" >> beam.Create([("k1", encode_block([b"1", b"2"])), ("k2", encode_block([b"3"]))])
-        b = p | "B" >> beam.Create([("k1", encode_block([b"x"]))])
-        out = {"a": a, "b": b} | JoinAndApply(fn, ("rows",))
+        keyed = p | beam.Create([("k1", ("a", encode_block([b"1"]))), ("k2", ("a", encode_block([b"3"]))),
+                                 ("k1", ("b", encode_block([b"x"]))), ("k1", ("a", encode_block([b"2"])))])
+        out = keyed | JoinAndApply(fn, ("rows",))
         rows = out["rows"] | beam.FlatMap(lambda block: block)
         assert_that(rows, equal_to([{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]},
                                     {"key": "k2", "a": [b"3"], "b": []}]), label="rows")
@@ -54,8 +83,8 @@ def test_join_and_apply_calls_fn_once_per_key_with_every_input():
 def test_join_and_apply_refuses_an_undeclared_output():
     with pytest.raises(Exception, match="not one of"):
         with TestPipeline(options=OPTIONS) as p:
-            keyed = p | beam.Create([("k", encode_block([b"1"]))])
-            _ = {"a": keyed} | JoinAndApply(lambda key, groups: ({"other": [{"x": 1}]}, {}), ("rows",))
+            keyed = p | beam.Create([("k", ("a", encode_block([b"1"])))])
+            _ = keyed | JoinAndApply(lambda key, groups: ({"other": [{"x": 1}]}, {}), ("rows",))
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "avro", "parquet"])

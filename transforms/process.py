@@ -4,8 +4,9 @@ Generic: the function (a domain entry point, chosen by the pipeline) decides
 everything; this module only groups, calls, and routes what comes back to
 tagged outputs and metrics.
 
-Inputs arrive as ``(key, block)`` pairs, a block holding several records
-(``decode`` unpacks it; by default the blocks ``transforms.read`` makes), and
+Inputs arrive as one collection of ``(key, (input name, block))`` pairs, a
+block holding several records (``decode`` unpacks it; by default the blocks
+``transforms.read.ReadKeyedInputs`` makes), and
 outputs leave as one block (a sequence of rows) per key and tag, never one
 element per record or row: Beam's cost is per element, and the per-key call
 already holds every row of its key (docs/benchmarks.md).
@@ -50,9 +51,11 @@ class _ApplyPerKey(beam.DoFn):
             self.tracker.finish()
 
     def process(self, element):
-        key, grouped = element
+        key, named_blocks = element
         decode = self.decode
-        records = {name: [record for block in blocks for record in decode(block)] for name, blocks in grouped.items()}
+        records: dict[str, list] = {}
+        for name, block in named_blocks:
+            records.setdefault(name, []).extend(decode(block))
         with collector_paused():
             outputs, counts = self.fn(key, records)
         if self.tracker is not None:
@@ -69,7 +72,8 @@ class _ApplyPerKey(beam.DoFn):
 
 @dataclass
 class JoinAndApply(beam.PTransform):
-    """``{input name: PCollection[(key, block)]}`` -> CoGroupByKey -> ``fn`` once per key.
+    """``PCollection[(key, (input name, block))]`` -> GroupByKey -> ``fn`` once per key, with
+    ``{input name: [record]}`` (an input with no record for the key is absent).
 
     Returns tagged outputs ``output_tags`` (each element one key's non-empty
     block of rows) plus ``counts`` (one dict per key). With ``progress``, each
@@ -84,10 +88,10 @@ class JoinAndApply(beam.PTransform):
     def __post_init__(self) -> None:
         super().__init__()
 
-    def expand(self, keyed_inputs):
+    def expand(self, keyed):
         return (
-            keyed_inputs
-            | "Join" >> beam.CoGroupByKey()
+            keyed
+            | "Join" >> beam.GroupByKey()
             | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.output_tags, self.progress)).with_outputs(COUNTS, *self.output_tags)
         )
 

@@ -6,7 +6,7 @@ record that cannot be read or keyed becomes a dead letter with its original
 bytes, and every record read is counted, so the job can prove conservation.
 
 Records leave in blocks, not one element each: ``keyed`` carries
-``(key, block)`` where a block packs the records of one key met in one file
+``(key, (input name, block))`` where a block packs the records of one key met in one file
 (``encode_block``/``decode_block``), and ``dead`` carries lists of dead-letter
 rows. Beam pays a fixed cost per element (and per shuffled element), so a
 block per (file, key) instead of a line per element is most of the job's
@@ -28,6 +28,7 @@ import orjson
 import zstandard  # a dependency of apache-beam itself
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain.records import dead_letter_row, unreadable_file_key
@@ -163,42 +164,63 @@ class _Blocks:
         return blocks
 
 
-class _ReadAndKey(beam.DoFn):
-    """One readable file -> (key, block) pairs, dead-letter row blocks and counts."""
+@dataclass(frozen=True)
+class KeyedInput:
+    """One input of ``ReadKeyedInputs``: its files, its name (in counts, dead letters and the
+    per-key groups) and how its records are keyed."""
 
-    def __init__(self, input_name: str, key_field: str, max_record_bytes: int, fields: dict | None = None,
-                 progress: ProgressSpec | None = None) -> None:
-        self.input_name = input_name
-        self.key_field = key_field
-        self.max_record_bytes = max_record_bytes
-        self.fields = fields
-        self.progress = progress
-        self.tracker = None
+    pattern: str
+    input_name: str
+    key_field: str
+    max_record_bytes: int
+    # Avro and Parquet: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
+    fields: dict | None = None
+    # Logs how far each worker got (files, records) on stderr; see ``reading_progress``.
+    progress: ProgressSpec | None = None
+
+
+def _match_input(named_pattern: tuple[str, str]):
+    """(input name, pattern) -> (input name, file metadata) per matching file; folders are
+    skipped as ``fileio.ReadMatches`` skips them, and no match is no file (preflight decides)."""
+    name, pattern = named_pattern
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        if not metadata.path.endswith(("/", "\\")):
+            yield name, metadata
+
+
+class _ReadAndKey(beam.DoFn):
+    """(input name, file metadata) -> (key, (input name, block)) pairs, dead-letter row blocks and counts."""
+
+    def __init__(self, inputs: dict[str, KeyedInput]) -> None:
+        self.inputs = inputs
+        self.trackers: dict = {}
 
     def setup(self) -> None:
         tune_collector()
-        self.bad_records = Metrics.counter("read", f"{self.input_name}_dead_letters")
-        self.records = Metrics.counter("read", f"{self.input_name}_in")
-        if self.progress is not None:
-            self.tracker = self.progress.tracker()
+        self.bad_records = {name: Metrics.counter("read", f"{name}_dead_letters") for name in self.inputs}
+        self.records = {name: Metrics.counter("read", f"{name}_in") for name in self.inputs}
+        self.trackers = {name: spec.progress.tracker() for name, spec in self.inputs.items() if spec.progress is not None}
 
     def teardown(self) -> None:
-        if self.tracker is not None:
-            self.tracker.finish()
+        for tracker in self.trackers.values():
+            tracker.finish()
 
-    def process(self, readable: fileio.ReadableFile):
-        path = readable.metadata.path
+    def process(self, element):
+        name, metadata = element
+        spec = self.inputs[name]
+        readable = fileio.ReadableFile(metadata)
+        path = metadata.path
         records = blank = dead_count = 0
         dead: list[dict] = []
         blocks = _Blocks(BLOCK_BYTES)
-        tracker = self.tracker
+        tracker = self.trackers.get(name)
         try:
             if path.endswith(".avro"):
-                source = self._avro_lines(readable, dead)
+                source = _avro_lines(spec, readable, dead)
             elif path.endswith(".parquet"):
-                source = self._parquet_lines(readable)
+                source = _parquet_lines(spec, readable)
             else:
-                source = self._text_lines(readable, dead)
+                source = _text_lines(spec, readable, dead)
             for line in source:
                 if line is None:
                     records += 1  # already a dead letter
@@ -208,12 +230,12 @@ class _ReadAndKey(beam.DoFn):
                     records += 1
                     if tracker is not None and not records % PROGRESS_RECORDS:
                         tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0)  # one large file is not silent
-                    keyed = self._key(line)
+                    keyed = _key(spec, line)
                     if isinstance(keyed, dict):
                         dead.append(keyed)
                     elif blocks.add(*keyed):
-                        for block in blocks.flush():
-                            yield beam.pvalue.TaggedOutput(KEYED, block)
+                        for key, block in blocks.flush():
+                            yield beam.pvalue.TaggedOutput(KEYED, (key, (name, block)))
                 if len(dead) >= DEAD_BLOCK_ROWS:
                     dead_count += len(dead)
                     yield beam.pvalue.TaggedOutput(DEAD, dead)
@@ -222,78 +244,80 @@ class _ReadAndKey(beam.DoFn):
             records += 1
             unreadable = True
             dead.append(dead_letter_row(
-                self.input_name,
+                name,
                 f"file {path} could not be read past record {records - 1}: {type(exc).__name__}: {exc}"[:500],
                 b""))
         else:
             unreadable = False
         # Records keyed before a failure are still delivered: each was counted in.
-        for block in blocks.flush():
-            yield beam.pvalue.TaggedOutput(KEYED, block)
+        for key, block in blocks.flush():
+            yield beam.pvalue.TaggedOutput(KEYED, (key, (name, block)))
         if dead:
             dead_count += len(dead)
             yield beam.pvalue.TaggedOutput(DEAD, dead)
-        self.records.inc(records)
-        self.bad_records.inc(dead_count)
+        self.records[name].inc(records)
+        self.bad_records[name].inc(dead_count)
         if tracker is not None:
             tracker.add({RECORDS: records % PROGRESS_RECORDS})
         counts = {
-            f"{self.input_name}_in": records,
-            f"dead_letters/{self.input_name}": dead_count,
-            f"blank_lines/{self.input_name}": blank,
+            f"{name}_in": records,
+            f"dead_letters/{name}": dead_count,
+            f"blank_lines/{name}": blank,
         }
         if unreadable:
             # How many records the damaged part held is unknown: the manifest must not claim conservation.
-            counts[unreadable_file_key(self.input_name, path)] = 1
+            counts[unreadable_file_key(name, path)] = 1
         yield beam.pvalue.TaggedOutput(COUNTS, counts)
 
-    def _text_lines(self, readable: fileio.ReadableFile, dead: list[dict]):
-        with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
-            for n, (line, oversize) in enumerate(iter_lines(stream, self.max_record_bytes)):
-                if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
-                    line = line[len(UTF8_BOM):]
-                if oversize:
-                    dead.append(dead_letter_row(
-                        self.input_name,
-                        f"record exceeds --max-record-bytes ({self.max_record_bytes} bytes); payload holds its first "
-                        f"{len(line)} bytes", line))
-                    yield None
-                else:
-                    yield line
 
-    def _avro_lines(self, readable: fileio.ReadableFile, dead: list[dict]):
-        with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            for record in fastavro.reader(stream):
-                try:
-                    yield avro_record_to_json(project(record, self.fields))
-                except (UnicodeDecodeError, TypeError) as exc:
-                    dead.append(dead_letter_row(self.input_name, f"Avro record has non-UTF-8 text ({exc})"[:300],
-                                                _avro_payload(record)))
-                    yield None
+def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
+    with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
+        for n, (line, oversize) in enumerate(iter_lines(stream, spec.max_record_bytes)):
+            if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
+                line = line[len(UTF8_BOM):]
+            if oversize:
+                dead.append(dead_letter_row(
+                    spec.input_name,
+                    f"record exceeds --max-record-bytes ({spec.max_record_bytes} bytes); payload holds its first "
+                    f"{len(line)} bytes", line))
+                yield None
+            else:
+                yield line
 
-    def _parquet_lines(self, readable: fileio.ReadableFile):
-        """Rows of a Parquet file (e.g. a Parquet run's retry requests or registries) as JSON lines,
-        projected like Avro records."""
-        import pyarrow.parquet as pq
+def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
+    with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        for record in fastavro.reader(stream):
+            try:
+                yield avro_record_to_json(project(record, spec.fields))
+            except (UnicodeDecodeError, TypeError) as exc:
+                dead.append(dead_letter_row(spec.input_name, f"Avro record has non-UTF-8 text ({exc})"[:300],
+                                            _avro_payload(record)))
+                yield None
 
-        with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            for batch in pq.ParquetFile(stream).iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                for row in batch.to_pylist():
-                    yield orjson.dumps(project(row, self.fields))
+def _parquet_lines(spec: KeyedInput, readable: fileio.ReadableFile):
+    """Rows of a Parquet file (e.g. a Parquet run's retry requests or registries) as JSON lines,
+    projected like Avro records."""
+    import pyarrow.parquet as pq
 
-    def _key(self, line: bytes) -> tuple[str, bytes] | dict:
-        if len(line) > self.max_record_bytes:
-            return dead_letter_row(self.input_name, f"record exceeds --max-record-bytes ({self.max_record_bytes} bytes)",
-                                   line[:OVERSIZE_PAYLOAD_HEAD])
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            return dead_letter_row(self.input_name, _json_reason(line, exc), line)
-        key = record.get(self.key_field) if isinstance(record, dict) else None
-        if not isinstance(key, str) or not key.strip():
-            what = "not a JSON object" if not isinstance(record, dict) else f"missing a string '{self.key_field}'"
-            return dead_letter_row(self.input_name, f"record is {what}", line)
-        return key, line
+    with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        for batch in pq.ParquetFile(stream).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            for row in batch.to_pylist():
+                yield orjson.dumps(project(row, spec.fields))
+
+
+def _key(spec: KeyedInput, line: bytes) -> tuple[str, bytes] | dict:
+    if len(line) > spec.max_record_bytes:
+        return dead_letter_row(spec.input_name, f"record exceeds --max-record-bytes ({spec.max_record_bytes} bytes)",
+                               line[:OVERSIZE_PAYLOAD_HEAD])
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return dead_letter_row(spec.input_name, _json_reason(line, exc), line)
+    key = record.get(spec.key_field) if isinstance(record, dict) else None
+    if not isinstance(key, str) or not key.strip():
+        what = "not a JSON object" if not isinstance(record, dict) else f"missing a string '{spec.key_field}'"
+        return dead_letter_row(spec.input_name, f"record is {what}", line)
+    return key, line
 
 
 def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
@@ -305,30 +329,32 @@ def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
 
 
 @dataclass
-class ReadKeyedRecords(beam.PTransform):
-    """Files matching ``pattern`` -> tagged outputs ``keyed`` (key, block), ``dead`` row blocks, ``counts``."""
+class ReadKeyedInputs(beam.PTransform):
+    """Every file of every input, read in one step -> tagged outputs ``keyed``
+    ``(key, (input name, block))``, ``dead`` row blocks and ``counts``.
 
-    pattern: str
-    input_name: str
-    key_field: str
-    max_record_bytes: int
-    # Avro and Parquet: the fields to keep, nested ({name: sub-shape or None}); None keeps every field.
-    fields: dict | None = None
-    # Logs how far each worker got (files, records) on stderr; see ``reading_progress``.
-    progress: ProgressSpec | None = None
+    One step for all inputs, so they reach the per-key join as one collection:
+    a join of several collections needs a Flatten, which the FnApiRunner
+    materializes (every record written and read once more) before grouping.
+    """
+
+    inputs: tuple[KeyedInput, ...]
 
     def __post_init__(self) -> None:
         super().__init__()
+        names = [spec.input_name for spec in self.inputs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"input names must be distinct: {names}")
 
     def expand(self, pbegin):
+        patterns = [(spec.input_name, absolute_pattern(spec.pattern)) for spec in self.inputs]
         return (
             pbegin
-            | "Match" >> fileio.MatchFiles(absolute_pattern(self.pattern), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
-            # Matching is one element's work; without this break the runner fuses every
-            # file's read into that one bundle, so a single worker would read them all.
+            | "Patterns" >> beam.Create(patterns, reshuffle=False)  # "Spread" below does that
+            | "Match" >> beam.FlatMap(_match_input)
+            # Matching is one element's work per input; without this break the runner fuses
+            # every file's read into those bundles, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()
-            | "Open" >> fileio.ReadMatches()
-            | "ReadAndKey" >> beam.ParDo(_ReadAndKey(self.input_name, self.key_field, self.max_record_bytes, self.fields,
-                                                  self.progress))
+            | "ReadAndKey" >> beam.ParDo(_ReadAndKey({spec.input_name: spec for spec in self.inputs}))
             .with_outputs(KEYED, DEAD, COUNTS)
         )
