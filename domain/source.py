@@ -196,7 +196,7 @@ def transcript_from_record(record: Any) -> Transcript:
     document_positions = tuple(range(len(unit_ids)))
     chunks: dict[str, Chunk] = {}
     for n, raw in enumerate(raw_chunks, start=1):
-        chunk = _well_formed_chunk(raw, index, document_positions, chunks)
+        chunk = _well_formed_chunk_record(raw, index, document_positions, chunks)
         if chunk is None:
             chunk = _checked_chunk(raw, n, index, chunks, where)
         chunks[chunk.chunk_id] = chunk
@@ -225,13 +225,21 @@ def _well_formed_units(raw_units: list) -> UnitColumns | None:
     except (TypeError, KeyError, IndexError):
         return None
     # (A unit that is not an object failed the indexing above.)
-    if (not _all_exactly(int, unit_ids) or not _all_exactly(str, speakers) or not _all_exactly(str, texts)
-            or min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID):
+    if not _all_exactly(int, unit_ids) or not _all_exactly(str, speakers) or not _all_exactly(str, texts):
+        return None
+    positions = _unit_positions(unit_ids)
+    return None if positions is None else (unit_ids, speakers, texts, positions)
+
+
+def _unit_positions(unit_ids: tuple[int, ...]) -> dict[int, int] | None:
+    """unit id -> document position when the ids (ints, at least one) are positive, in
+    range and distinct; None otherwise."""
+    if min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID:
         return None
     positions = dict(zip(unit_ids, range(len(unit_ids))))
     if len(positions) != len(unit_ids):  # a duplicate id
         return None
-    return unit_ids, speakers, texts, positions
+    return positions
 
 
 def _checked_units(raw_units: list, where: str) -> UnitColumns:
@@ -258,18 +266,29 @@ def _checked_units(raw_units: list, where: str) -> UnitColumns:
     return tuple(unit_ids), tuple(speakers), tuple(texts), positions
 
 
-def _well_formed_chunk(
+def _well_formed_chunk_record(
     raw: Any, index: DocumentIndex, document_positions: tuple[int, ...], chunks: Mapping[str, Chunk]
 ) -> Chunk | None:
-    """The chunk when its record is well formed (exact JSON types, members known and
-    distinct); None sends it through :func:`_checked_chunk`, which names the problem.
-    ``document_positions``: every position of ``index``, in order."""
+    """:func:`_well_formed_chunk` of a decoded chunk record whose values are of exactly the
+    JSON types; None sends it through :func:`_checked_chunk`, which names the problem."""
     if type(raw) is not dict:
         return None
     chunk_id, kind, member_ids = raw.get("chunk_id"), raw.get("kind"), raw.get("unit_ids")
-    if (type(chunk_id) is not str or type(kind) is not str or type(member_ids) is not list or not member_ids
-            or chunk_id == "*" or not chunk_id.strip() or chunk_id in chunks or kind not in CHUNK_KINDS
+    if (type(chunk_id) is not str or type(kind) is not str or type(member_ids) is not list
             or not _all_exactly(int, member_ids)):  # bool and float keys would hash like ints
+        return None
+    return _well_formed_chunk(chunk_id, kind, member_ids, index, document_positions, chunks)
+
+
+def _well_formed_chunk(
+    chunk_id: str, kind: str, member_ids: list[int],
+    index: DocumentIndex, document_positions: tuple[int, ...], chunks: Mapping[str, Chunk],
+) -> Chunk | None:
+    """The chunk when its values (of exactly these types; ints of any size) are well formed:
+    id usable and new, kind known, members known and distinct. None otherwise.
+    ``document_positions``: every position of ``index``, in order."""
+    if (not member_ids or chunk_id == "*" or not chunk_id.strip() or chunk_id in chunks
+            or kind not in CHUNK_KINDS):
         return None
     # The usual record lists one run of consecutive units in document order: compared with
     # the index's run at C speed, without a lookup per member.

@@ -163,11 +163,11 @@ _member_ids = st.one_of(st.sampled_from([10, 3, 7, 5, 8]), st.sampled_from([10, 
 def test_the_chunk_fast_path_agrees_with_the_chunk_checks(members, order):
     """What the chunk fast path accepts (a run in document order or any other member set),
     the checks accept as the same chunk, sorted positions included; what it declines, they reject."""
-    from domain.source import DocumentIndex, _checked_chunk, _well_formed_chunk
+    from domain.source import DocumentIndex, _checked_chunk, _well_formed_chunk_record
 
     index = DocumentIndex.of("s1", order)
     raw = {"chunk_id": "x-1", "kind": "extraction", "unit_ids": members}
-    fast = _well_formed_chunk(raw, index, tuple(range(len(order))), {})
+    fast = _well_formed_chunk_record(raw, index, tuple(range(len(order))), {})
     try:
         checked = _checked_chunk(raw, 1, index, {}, "transcript 's1'")
     except TranscriptError:
