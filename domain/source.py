@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import msgspec
 import orjson
@@ -363,10 +363,14 @@ def _parse_via_record(raw: bytes) -> Transcript:
 # only: whatever it rejects or the checks below decline goes through _parse_via_record, so
 # outcomes and messages are that path's. Extra fields are refused, not skipped: msgspec skips
 # a value without validating its UTF-8 or its number range, where orjson rejects the line.
+# Ids are range-checked as they are decoded, not only in the record that results: a key
+# written twice keeps its last value, and an earlier one orjson refuses (an int beyond a
+# double) would otherwise pass unseen.
+_UnitId = Annotated[int, msgspec.Meta(ge=1, le=MAX_UNIT_ID)]
 
 
 class _UnitRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    unit_id: int
+    unit_id: _UnitId
     speaker: str
     text: str
 
@@ -374,7 +378,7 @@ class _UnitRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 class _ChunkRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     chunk_id: str
     kind: str
-    unit_ids: list[int]
+    unit_ids: list[_UnitId]
 
 
 class _TranscriptRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):

@@ -230,6 +230,10 @@ def line_with(unit_id=b"7", members=b"[3, 7]", unit_extra=b"", chunk_extra=b"", 
     *(line_with(unit_id=value, members=b"[3, " + value + b"]") for value in ODD_INTS),
     *(line_with(members=b"[3, " + value + b"]") for value in ODD_INTS),
     line_with(unit_id=b"3"),  # a duplicate unit id
+    # A repeated key whose first value orjson refuses (a number beyond a double) and msgspec reads as an int:
+    *(line_with(unit_id=value + b', "unit_id": 7') for value in (b"9" * 400, b"-" + b"9" * 400)),
+    line_with(members=b"[" + b"9" * 400 + b'], "unit_ids": [3, 7]'),
+    line_with(members=b"[3, 7]", chunk_extra=b', "unit_ids": [3, 7, ' + b"9" * 400 + b'], "unit_ids": [3, 7]'),
     line_with(unit_extra=b', "unit_id": 8'), line_with(unit_extra=b', "\\u0075nit_id": 3'),
     line_with(unit_extra=b', "text": 5'), line_with(unit_extra=b', "t\\u0065xt": "\\ud800"'),
     line_with(chunk_extra=b', "chunk_id": "x-2"'), line_with(chunk_extra=b', "kind": "other"'),
