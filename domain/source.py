@@ -401,7 +401,7 @@ def _well_formed_transcript(raw: bytes) -> Transcript | None:
     source_id, units = record.source_id, record.units
     if not units or not source_id.strip():
         return None
-    # Ints here may exceed 64 bits (orjson reads those as floats): the range check sends them back.
+    # The ids are in range (checked as they were decoded); a repeated id sends the line back.
     unit_ids = tuple(map(_unit_id, units))
     positions = _unit_positions(unit_ids)
     if positions is None:
