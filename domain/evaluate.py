@@ -1,6 +1,7 @@
 """Evaluate one raw response of one family under the current policy (SPEC §5).
 
-Parse (typed fast path; the JSON Schema only explains a failure), adapt to the
+Parse (msgspec structs derived from the response model first, then the pydantic
+model itself; the JSON Schema only explains a failure), adapt to the
 typed candidate (endpoint ordering, sorting, de-duplication), then every
 validator of the family, collecting every issue in one pass.
 """
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from domain.evidence import earliest_of_sort_keys, evidence_sort_keys, range_positions, sort_keys_are_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
+from domain.families.response_structs import fast_response_decoder
 from domain.frozen import quick_init
 from domain.issues import Issue
 
@@ -64,14 +66,16 @@ def _record_accepted(model: type[StrictModel], record: Any) -> bool:
 
 def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContext) -> CandidateResult:
     text = parse_copy(raw_response)
-    try:
-        response = spec.response_model.model_validate_json(text)
-    except ValidationError:
+    response = fast_response_decoder(spec.response_model)(text)
+    if response is None:  # refused by the structs: the model decides (and accepts, e.g., 3.0 as 3)
         try:
-            document = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            return CandidateResult(False, (invalid_json_issue(exc),), None)
-        return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
+            response = spec.response_model.model_validate_json(text)
+        except ValidationError:
+            try:
+                document = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                return CandidateResult(False, (invalid_json_issue(exc),), None)
+            return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
     if spec.adapt_in_context is not None:
         adapted = spec.adapt_in_context(response, ctx)
     else:

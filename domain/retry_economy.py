@@ -34,6 +34,7 @@ from domain.families.base import (
     FamilySpec,
 )
 from domain.families.common import order_records
+from domain.families.response_structs import with_items
 from domain.issues import quote_name, render_range
 from domain.revision import KIND_RETRY
 from domain.source import Transcript
@@ -369,7 +370,7 @@ class _AdapterWithoutOrdering:
         field_name = self.spec.list_field
         records = []
         for item in getattr(response, field_name):
-            single = response.model_copy(update={field_name: (item,)})
+            single = with_items(response, field_name, (item,))
             (record,) = self.spec.adapt(single, transcript).records
             records.append(dataclasses.replace(record, evidence=evidence_as_written(transcript, item.evidence)))
         return order_records(transcript.index, records)
