@@ -20,8 +20,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from operator import attrgetter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Iterable, Mapping, Sequence
 
+import msgspec
 import orjson
 
 from domain.assets import current_fingerprints
@@ -129,6 +130,61 @@ class EnvelopeError(ValueError):
 
 def parse_candidate(line: bytes) -> Candidate:
     """Decode and check a raw model-candidate record (SPEC §3.2)."""
+    candidate = _well_formed_candidate(line)
+    if candidate is None:
+        candidate = _parse_candidate_record(line)
+    return candidate
+
+
+# The typed decoding of a well-formed envelope: exactly the SPEC's fields, no dict to check
+# key by key (about half the time of _parse_candidate_record on the bench archive). An
+# accelerator only: whatever it rejects or declines goes through _parse_candidate_record, so
+# outcomes and messages are that function's. Extra fields are refused, not skipped: msgspec
+# skips a value without validating its UTF-8 or its number range, where orjson rejects the
+# line. The attempt is range-checked as it is decoded, so a key written twice whose first
+# value orjson refuses (an int beyond a double) cannot pass unseen.
+class _ProducerRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    provider: str
+    model: str
+
+
+class _EnvelopeRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    candidate_id: str
+    family: str
+    source_id: str
+    chunk_id: str
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPT_NUMBER)]
+    producer: _ProducerRecord
+    prompt_fingerprint: str
+    schema_fingerprint: str
+    raw_response: str
+    received_at: str
+
+
+_decode_envelope_record = msgspec.json.Decoder(_EnvelopeRecord).decode
+
+
+def _well_formed_candidate(line: bytes) -> Candidate | None:
+    """The candidate when its line decodes as exactly the envelope's typed fields and no
+    identifying field is blank; None otherwise (nothing is reported here)."""
+    try:
+        record = _decode_envelope_record(line)
+    except Exception:  # any failure at all: _parse_candidate_record decides, and names it
+        return None
+    candidate_id, family, source_id, chunk_id = record.candidate_id, record.family, record.source_id, record.chunk_id
+    if not (candidate_id.strip() and family.strip() and source_id.strip() and chunk_id.strip()):
+        return None
+    producer = record.producer
+    return Candidate(
+        candidate_id, family, source_id, chunk_id, record.attempt,
+        {"provider": producer.provider, "model": producer.model}, record.prompt_fingerprint,
+        record.schema_fingerprint, record.raw_response, record.received_at, line,
+    )
+
+
+def _parse_candidate_record(line: bytes) -> Candidate:
+    """Any candidate line: decoded to plain values and checked key by key, naming the first
+    problem. The outcome every line must have."""
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
