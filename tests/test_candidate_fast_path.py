@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.reprocess import MAX_ATTEMPT_NUMBER, EnvelopeError, _parse_candidate_record, parse_candidate
+from test_source_fast_path import ORJSON_REJECTS  # raw values that make orjson reject a whole line
 
 STRING_FIELDS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint", "schema_fingerprint",
                  "raw_response", "received_at")
@@ -37,9 +38,6 @@ def assert_same_outcome(line: bytes) -> None:
     assert outcome(parse_candidate, line) == outcome(_parse_candidate_record, line)
 
 
-# Raw JSON values that make orjson reject the whole line, wherever they are.
-ORJSON_REJECTS = [b"1e999", b"-1e999", b'"\xff"', b'"a\xed\xa0\x80"', b'"\\ud800"', b'"\\udc00x"', b"NaN",
-                  b"01", b"9" * 400, b'{"k": "\\ud800"}', b"[1, 1e999]"]
 WRONG_TYPES = [b"null", b"1", b"-3", b"[]", b"{}", b"true", b"1.5", b'{"provider": "p"}']
 ODD_STRINGS = [b'""', b'" "', b'"\\t"', b'"\\u0041\\/\\u00e9"', b'"\\ud83d\\ude00"', '"é 火"'.encode(), b'"a\tb"',
                b'"x\\"y"']
