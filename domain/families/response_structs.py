@@ -1,11 +1,12 @@
 """A faster decoder for every family's response: msgspec structs derived from its pydantic model.
 
-The pydantic response model stays the contract (it is what the LLM schema is
-generated from and what the differential tests hold to the schema). From it,
+The pydantic response model stays the contract (the differential tests hold it
+to the family's LLM schema). From it,
 :func:`response_struct` derives a frozen msgspec struct of the same shape,
 field names and constraints, and :func:`fast_response_decoder` decodes a raw
 response into it: about a quarter of pydantic's time per response, and the
-struct costs less to build, read and free (the loop at 100k: about -10%).
+structs cost less to build, read and free (-7.7% instructions per candidate
+in the loop; docs/benchmarks.md).
 
 An accelerator only. The struct decoder is stricter than the model, never
 looser: whatever it refuses (an integral float such as ``3.0``, which the
