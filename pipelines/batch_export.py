@@ -37,6 +37,7 @@ from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
 from pipelines.options import OptionsError, check_arguments, parse_choices, parse_families, parser_flags, required_files
 from pipelines.runner_workarounds import send_stage_inputs_whole
+from transforms.collector import freeze_for_exit
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -274,4 +275,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

@@ -35,6 +35,7 @@ from domain.batch.ledger import (
     parse_index_row)
 from domain.batch.providers import PROVIDERS
 from pipelines.options import required_files
+from transforms.collector import freeze_for_exit
 from transforms.compression import decompressed
 from transforms.write import join_path, write_json_document
 
@@ -181,4 +182,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

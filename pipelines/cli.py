@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from transforms.collector import freeze_for_exit
+
 SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
                "verify": "pipelines.verify"}
 
@@ -30,5 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     return reprocess.main(argv)
 
 
+def console_main() -> int:
+    """The ``notarius-reprocess`` console script: ``main``, in a process that ends with it."""
+    return freeze_for_exit(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

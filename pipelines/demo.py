@@ -36,6 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import batch_export, batch_import, reprocess, report, retry_economy
 from pipelines.outputs import read_manifest
+from transforms.collector import freeze_for_exit
 from sample import simulated_batch, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -166,4 +167,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from domain.run_summary import RunSummary
+from transforms.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
@@ -388,4 +389,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

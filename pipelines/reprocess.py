@@ -33,6 +33,7 @@ from pipelines import runner_errors
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
+from transforms.collector import freeze_for_exit
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
@@ -244,4 +245,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

@@ -42,6 +42,7 @@ from domain.retry_economy import (
 )
 from domain.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
+from transforms.collector import freeze_for_exit
 from transforms.write import join_path
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
@@ -223,4 +224,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))

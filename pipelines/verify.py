@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   relative_path, verify_run)
+from transforms.collector import freeze_for_exit
 from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
 
 
@@ -84,4 +85,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_for_exit(main()))
