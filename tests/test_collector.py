@@ -36,14 +36,20 @@ def test_tuning_happens_once_per_process(fresh_policy):
     assert later
 
 
-def test_cycles_made_after_tuning_are_still_collected(fresh_policy):
-    collector.tune_collector()
+class Node:
+    pass
 
-    class Node:
-        pass
 
+def cycle() -> tuple[Node, Node]:
+    """Two objects that reference each other: only the cyclic collector frees them."""
     a, b = Node(), Node()
     a.other, b.other = b, a
+    return a, b
+
+
+def test_cycles_made_after_tuning_are_still_collected(fresh_policy):
+    collector.tune_collector()
+    a, b = cycle()
     del a, b
     assert gc.collect() >= 2
 
@@ -66,12 +72,7 @@ def test_restored_when_the_call_raises(fresh_policy):
 
 def test_freezing_for_exit_keeps_the_status_and_takes_what_is_alive_out_of_collection(fresh_policy):
     gc.unfreeze()
-
-    class Node:
-        pass
-
-    a, b = Node(), Node()
-    a.other, b.other = b, a
+    a, b = cycle()
     alive = weakref.ref(a)
     assert collector.freeze_for_exit(3) == 3
     del a, b
