@@ -6,6 +6,7 @@ refuse what it is there to speed up: every response the model accepts whose numb
 written as integers and whose keys are written once.
 """
 
+from typing import Annotated
 from unittest import mock
 
 import msgspec
@@ -14,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from typing import Annotated
 
 from domain.assets import llm_schema_path, load_json_asset
 from domain.evaluate import evaluate_response
