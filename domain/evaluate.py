@@ -71,11 +71,7 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
         try:
             response = spec.response_model.model_validate_json(text)
         except ValidationError:
-            try:
-                document = orjson.loads(text)
-            except orjson.JSONDecodeError as exc:
-                return CandidateResult(False, (invalid_json_issue(exc),), None)
-            return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
+            return _unparsed(spec, text)
     if spec.adapt_in_context is not None:
         adapted = spec.adapt_in_context(response, ctx)
     else:
@@ -85,6 +81,15 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
         issues.extend(validator(adapted, ctx))
     issues.extend(normalization_invariants(adapted, ctx))
     return CandidateResult(not issues, tuple(issues), adapted, reordered_ranges(spec, response, ctx))
+
+
+def _unparsed(spec: FamilySpec, text: str) -> CandidateResult:
+    """The failed result of a response the model rejects: why, explained by the JSON Schema."""
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return CandidateResult(False, (invalid_json_issue(exc),), None)
+    return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
 
 
 def reordered_ranges(spec: FamilySpec, response: object, ctx: EvaluationContext) -> int:

@@ -159,7 +159,7 @@ def test_duckdb_returns_raw_responses_byte_for_byte(parquet_run):
         assert hashlib.sha256(raw.encode()).hexdigest() == sha
 
 
-def test_read_keyed_records_reads_parquet_rows_as_json(tmp_path):
+def test_read_keyed_inputs_reads_parquet_rows_as_json(tmp_path):
     """A Parquet run's outputs feed the next steps (--prior-registries, export-batch --retry-requests)."""
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to

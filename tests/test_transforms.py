@@ -19,7 +19,7 @@ from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
 
 
-def test_read_keyed_records_keys_counts_and_dead_letters(tmp_path):
+def test_read_keyed_inputs_keys_counts_and_dead_letters(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(b'{"k": "s1", "v": 1}\r\n\n{"k": "s2"}\nnot json\n')
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b'{"k": "s1", "v": 2}\n{"v": 3}\n' + b"x" * 200 + b"\n"))
     (tmp_path / "c.jsonl").write_bytes(b"")

@@ -284,6 +284,7 @@ def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
             else:
                 yield line
 
+
 def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
         for record in fastavro.reader(stream):
@@ -293,6 +294,7 @@ def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
                 dead.append(dead_letter_row(spec.input_name, f"Avro record has non-UTF-8 text ({exc})"[:300],
                                             _avro_payload(record)))
                 yield None
+
 
 def _parquet_lines(spec: KeyedInput, readable: fileio.ReadableFile):
     """Rows of a Parquet file (e.g. a Parquet run's retry requests or registries) as JSON lines,
