@@ -14,6 +14,9 @@ interleaved so machine load drifts over all of them alike:
   (``.venv-peers``, bench/requirements-peers.txt): PySpark ``local[2]``, RDD
   ``cogroup`` by source into N partitions, one domain call per source, JSON
   Lines out. Several N are run; the peer is credited with its best.
+- each of them again with ``-compiled``: on the compiled domain
+  (``bench.compiled``, setup.py's ``NOTARIUS_COMPILE=1``), PySpark's Python
+  workers included, so each form of the domain is compared with its own kind.
 
 Wall time and CPU time are of the whole process tree (the driver, its JVM and
 the Python workers the JVM starts); peak RSS is the sum over that tree
@@ -37,6 +40,8 @@ from bench.stats import check_same_evaluations, markdown_table, spread, summary
 PEERS_PY = REPO / ".venv-peers" / "bin" / "python"
 INSTALL_HINT = "`make bench-peers` (or `make peers-env`) installs PySpark into .venv-peers"
 JOB_CONFIGS = ("loop", "direct", "direct-mp2")
+COMPILED = "-compiled"  # the suffix of a configuration on the compiled domain
+DEFAULT_CONFIGS = JOB_CONFIGS + tuple(key + COMPILED for key in JOB_CONFIGS)
 
 
 def spark_available() -> str | None:
@@ -54,17 +59,20 @@ def spark_command(archive: Archive, output: Path, partitions: int) -> list[str]:
             "--partitions", str(partitions)]
 
 
-def run_spark(archive: Archive, partitions: int, scratch: Path) -> dict:
-    output = scratch / f"spark-p{partitions}"
+def run_spark(archive: Archive, name: str, scratch: Path) -> dict:
+    """``name`` is ``spark-p<N>``, or ``spark-p<N>-compiled`` on the compiled domain."""
+    from bench.run import compiled_environment
+
+    partitions = int(name.removesuffix(COMPILED)[len("spark-p"):])
+    output = scratch / name
     shutil.rmtree(output, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = compiled_environment() if name.endswith(COMPILED) else {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(spark_command(archive, output, partitions), cwd=str(REPO), env=env)
     if m.returncode != 0:
-        raise SystemExit(f"spark-p{partitions} failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
+        raise SystemExit(f"{name} failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
     detail = json.loads(m.stdout.strip().splitlines()[-1])
     if detail["candidates"] != archive.candidates_in:
-        raise SystemExit(f"spark-p{partitions} saw {detail['candidates']} candidates, the archive holds "
-                         f"{archive.candidates_in}")
+        raise SystemExit(f"{name} saw {detail['candidates']} candidates, the archive holds {archive.candidates_in}")
     shutil.rmtree(output, ignore_errors=True)
     return {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "tree_peak_rss_mb": m.tree_peak_rss_mb,
             "max_process_rss_mb": m.max_process_rss_mb, "processes": m.peak_processes,
@@ -80,12 +88,15 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
     points = []
     for size in sizes:
         archive = ensure_archive(ArchiveSpec.at_density(size), cache, log)
-        names = [c for c in configs if c in JOB_CONFIGS] + ([] if missing else [f"spark-p{n}" for n in partitions])
+        forms = [suffix for suffix in ("", COMPILED) if any(c.endswith(COMPILED) == bool(suffix) for c in configs)]
+        names = [c for c in configs if c.removesuffix(COMPILED) in JOB_CONFIGS]
+        if not missing:
+            names += [f"spark-p{n}{suffix}" for suffix in forms for n in partitions]
         rows: dict[str, list[dict]] = {name: [] for name in names}
         for round_no in range(1, (runs if size < 500_000 else 1) + 1):
             for name in names:
                 if name.startswith("spark-p"):
-                    row = run_spark(archive, int(name[len("spark-p"):]), scratch)
+                    row = run_spark(archive, name, scratch)
                 else:
                     row = run_once(CONFIGS[name], archive, "jsonl", scratch)
                 rows[name].append(row)
@@ -109,8 +120,16 @@ LABELS = {
 }
 
 
-def best_spark(summaries: dict) -> str | None:
-    sparks = [name for name in summaries if name.startswith("spark-p")]
+def label(name: str) -> str:
+    base = name.removesuffix(COMPILED)
+    text = LABELS.get(base) or f"PySpark `local[2]`, cogroup into {base[len('spark-p'):]} partitions"
+    return text + (", compiled domain" if name.endswith(COMPILED) else "")
+
+
+def best_spark(summaries: dict, suffix: str = "") -> str | None:
+    """The fastest PySpark configuration on the same form of the domain (``suffix``)."""
+    sparks = [name for name in summaries
+              if name.startswith("spark-p") and name.endswith(COMPILED) == (suffix == COMPILED)]
     return max(sparks, key=lambda name: summaries[name]["rate"]["median"]) if sparks else None
 
 
@@ -118,21 +137,19 @@ def tables(result: dict) -> str:
     parts = []
     for point in result["points"]:
         s = point["summaries"]
-        best = best_spark(s)
         rows = []
         for name, m in s.items():
-            label = LABELS.get(name) or f"PySpark `local[2]`, cogroup into {name[len('spark-p'):]} partitions"
-            if name == best:
-                label += " (best)"
+            best = best_spark(s, COMPILED if name.endswith(COMPILED) else "")
+            text = label(name) + (" (best)" if name == best else "")
             ratio = f"{m['rate']['median'] / s[best]['rate']['median']:.2f}" if best else "-"
             # PySpark's JVM and its Python workers are not reaped by the driver: wait4 cannot see their CPU.
             cpu = "n/a" if name.startswith("spark-p") else f"{m['cpu_s']['median']:.1f}"
-            rows.append([label, spread(m["wall_s"], "{:.2f}"), spread(m["rate"]), ratio, cpu,
+            rows.append([text, spread(m["wall_s"], "{:.2f}"), spread(m["rate"]), ratio, cpu,
                          spread(m["tree_peak_rss_mb"]), m["processes"], f"{m['load1_after']['median']:.2f}"])
         parts.append(f"{point['candidates']:,} candidates, {point['sources']} sources, "
                      f"{len(next(iter(point['raw'].values())))} interleaved round(s), JSON Lines outputs.\n\n"
                      + markdown_table(["configuration", "wall s, median (min–max)", "candidates/s",
-                                       "x best PySpark", "CPU s", "peak RSS of the tree, MB", "processes",
+                                       "x best PySpark (same form of the domain)", "CPU s", "peak RSS of the tree, MB", "processes",
                                        "1-min load after"], rows, "lrrrrrrr"))
     parts.append("CPU s is user + system time of the process and the descendants it reaped (n/a for PySpark, "
                  "whose JVM and Python workers the driver does not reap). Peak RSS is the sum over the whole "
@@ -159,31 +176,32 @@ def ratio_text(point: dict, numerator: str, denominator: str) -> tuple[float, st
 
 
 def targets(result: dict) -> list[list[str]]:
-    """Issue #16's targets (JSON Lines, medians of this section's interleaved rounds)."""
+    """Issue #16's targets (JSON Lines, medians of this section's interleaved rounds), for each
+    form of the domain measured: configurations are only compared with their own form."""
     rows = []
     for point in result["points"]:
         s = point["summaries"]
-        best = best_spark(s)
-        at = f"at {point['candidates']:,}"
-        if "loop" in s:
-            loop = s["loop"]["rate"]
-            best_round = f" (best round {loop['max']:,.0f}/s)" if loop["n"] > 1 else ""
-            rows.append([f"domain loop >= 20,000 candidates/s on one core {at}", f"{loop['median']:,.0f}/s{best_round}",
-                         "yes" if loop["median"] >= 20_000 else "no"])
-        if "loop" in s and "direct" in s:
-            r, text = ratio_text(point, "direct", "loop")
-            rows.append([f"job in-process >= 0.85x the domain loop {at}", text, "yes" if r >= 0.85 else "no"])
-        if "direct" in s and "direct-mp2" in s:
-            r, text = ratio_text(point, "direct-mp2", "direct")
-            rows.append([f"job on 2 workers >= 1.5x in-process {at}", text, "yes" if r >= 1.5 else "no"])
-        if best and "direct-mp2" in s:
-            r, text = ratio_text(point, "direct-mp2", best)
-            goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
-            rows.append([f"job on 2 workers vs best PySpark at {point['candidates']:,}: {goal}", text,
-                         "yes" if ok else "no"])
-        if best and "direct" in s:
-            rows.append([f"job in-process vs best PySpark at {point['candidates']:,}",
-                         ratio_text(point, "direct", best)[1], "-"])
+        for suffix in ("", COMPILED):
+            loop, direct, mp2 = (f"{key}{suffix}" for key in JOB_CONFIGS)
+            best = best_spark(s, suffix)
+            at = f"at {point['candidates']:,}" + (", compiled domain" if suffix else "")
+            if loop in s:
+                rate = s[loop]["rate"]
+                best_round = f" (best round {rate['max']:,.0f}/s)" if rate["n"] > 1 else ""
+                rows.append([f"domain loop >= 20,000 candidates/s on one core {at}",
+                             f"{rate['median']:,.0f}/s{best_round}", "yes" if rate["median"] >= 20_000 else "no"])
+            if loop in s and direct in s:
+                r, text = ratio_text(point, direct, loop)
+                rows.append([f"job in-process >= 0.85x the domain loop {at}", text, "yes" if r >= 0.85 else "no"])
+            if direct in s and mp2 in s:
+                r, text = ratio_text(point, mp2, direct)
+                rows.append([f"job on 2 workers >= 1.5x in-process {at}", text, "yes" if r >= 1.5 else "no"])
+            if best and mp2 in s:
+                r, text = ratio_text(point, mp2, best)
+                goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
+                rows.append([f"job on 2 workers vs best PySpark {at}: {goal}", text, "yes" if ok else "no"])
+            if best and direct in s:
+                rows.append([f"job in-process vs best PySpark {at}", ratio_text(point, direct, best)[1], "-"])
     return rows
 
 
@@ -202,7 +220,8 @@ def section(sizes: list[int], configs: list[str], partitions: list[int], runs: i
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="100000")
-    p.add_argument("--configs", default=",".join(JOB_CONFIGS))
+    p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                   help="of loop, direct, direct-mp2, each also with -compiled (PySpark runs on each form named)")
     p.add_argument("--partitions", default="2,4,8", help="PySpark cogroup partition counts to try")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")

@@ -32,9 +32,11 @@ import platform
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import cache
 from pathlib import Path
 
+from bench import compiled
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import Measured, job_failure, measure
 from bench.stats import check_same_evaluations, linear_fit, markdown_table, spread, summary
@@ -49,6 +51,7 @@ class Config:
     label: str
     job: bool  # the Beam job (else the domain loop)
     extra: tuple[str, ...] = ()
+    compiled: bool = False  # run on the compiled wheel's install (bench.compiled), else on the checkout
 
 
 CONFIGS = {
@@ -62,6 +65,10 @@ CONFIGS = {
     "direct-mp1": Config("direct-mp1", "job, 1 worker (multi_processing)", True,
                          ("--direct_num_workers=1", "--direct_running_mode=multi_processing")),
 }
+# The same three on the compiled domain (setup.py's NOTARIUS_COMPILE=1).
+CONFIGS.update({f"{key}-compiled": replace(CONFIGS[key], key=f"{key}-compiled", label=CONFIGS[key].label + ", compiled",
+                                           compiled=True)
+                for key in ("loop", "direct", "direct-mp2")})
 # Configurations that cannot run here, with why (label, reason). Flink has its own section (bench.flink).
 NOT_MEASURABLE: dict[str, tuple[str, str]] = {}
 
@@ -74,10 +81,17 @@ def command(config: Config, archive: Archive, output: Path, fmt: str) -> list[st
     return [PY, "-m", "bench.loop", *common, *config.extra]
 
 
+@cache
+def compiled_environment() -> dict[str, str]:
+    """How a configuration on the compiled domain runs: built once per bench process."""
+    return compiled.environment(compiled.ensure_built(log=lambda message: print(message, file=sys.stderr)))
+
+
 def run_once(config: Config, archive: Archive, fmt: str, scratch: Path) -> dict:
     output = scratch / f"{config.key}-{fmt}"
     shutil.rmtree(output, ignore_errors=True)
-    m: Measured = measure(command(config, archive, output, fmt), cwd=str(REPO))
+    env = compiled_environment() if config.compiled else None
+    m: Measured = measure(command(config, archive, output, fmt), cwd=str(REPO), env=env)
     if m.returncode != 0:
         raise SystemExit(job_failure(f"{config.key} ({fmt})", output, m.returncode, m.stderr[-3000:]))
     row = {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "tree_peak_rss_mb": m.tree_peak_rss_mb,
@@ -460,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if peer_sizes:
         from bench import peers
 
-        sections.append(peers.section(peer_sizes, list(peers.JOB_CONFIGS),
+        sections.append(peers.section(peer_sizes, list(peers.DEFAULT_CONFIGS),
                                       [int(n) for n in args.peer_partitions.split(",") if n.strip()],
                                       args.peer_runs, args.cache, scratch, report, log))
     report["load_after"] = os.getloadavg()
