@@ -46,7 +46,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import SAMPLE_SECONDS, _children_map, _rss_kb, job_failure
-from bench.stats import check_same_evaluations, markdown_table, spread, summary
+from bench.stats import check_same_evaluations, markdown_table, round_order, spread, summary
 
 PY = sys.executable
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -300,7 +300,7 @@ def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: P
             archive = ensure_archive(ArchiveSpec.at_density(size), cache, log)
             rows: dict[str, list[dict]] = {c: [] for c in configs}
             for round_no in range(1, (runs if size < large else 1) + 1):
-                for key in configs:
+                for key in round_order(configs, round_no):
                     try:
                         row = run_once(CONFIGS[key], archive, scratch, flink)
                     except SystemExit as e:  # one failed run is a finding, not the end of the section

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import measure
-from bench.stats import check_same_evaluations, markdown_table, spread, summary
+from bench.stats import check_same_evaluations, markdown_table, round_order, spread, summary
 
 PEERS_PY = REPO / ".venv-peers" / "bin" / "python"
 INSTALL_HINT = "`make bench-peers` (or `make peers-env`) installs PySpark into .venv-peers"
@@ -88,13 +88,10 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
     points = []
     for size in sizes:
         archive = ensure_archive(ArchiveSpec.at_density(size), cache, log)
-        forms = [suffix for suffix in ("", COMPILED) if any(c.endswith(COMPILED) == bool(suffix) for c in configs)]
-        names = [c for c in configs if c.removesuffix(COMPILED) in JOB_CONFIGS]
-        if not missing:
-            names += [f"spark-p{n}{suffix}" for suffix in forms for n in partitions]
+        names = twins_adjacent(configs, [] if missing else partitions)
         rows: dict[str, list[dict]] = {name: [] for name in names}
         for round_no in range(1, (runs if size < 500_000 else 1) + 1):
-            for name in names:
+            for name in round_order(names, round_no):
                 if name.startswith("spark-p"):
                     row = run_spark(archive, name, scratch)
                 else:
@@ -111,6 +108,17 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
         points.append({"size": size, "candidates": archive.candidates_in, "sources": archive.sources,
                        "summaries": summaries, "raw": rows})
     return {"points": points, "not_measurable": missing}
+
+
+def twins_adjacent(configs: list[str], partitions: list[int]) -> list[str]:
+    """The job configurations asked for, then PySpark's (one per partition count, on each form of
+    the domain asked for), each on the pure domain right before its compiled twin: the pairs
+    the section compares run minutes apart at most."""
+    forms = [suffix for suffix in ("", COMPILED) if any(c.endswith(COMPILED) == bool(suffix) for c in configs)]
+    bases = list(dict.fromkeys(c.removesuffix(COMPILED) for c in configs if c.removesuffix(COMPILED) in JOB_CONFIGS))
+    bases += [f"spark-p{n}" for n in partitions]
+    return [base + suffix for base in bases for suffix in forms
+            if base.startswith("spark-p") or base + suffix in configs]
 
 
 LABELS = {
@@ -202,6 +210,10 @@ def targets(result: dict) -> list[list[str]]:
                 rows.append([f"job on 2 workers vs best PySpark {at}: {goal}", text, "yes" if ok else "no"])
             if best and direct in s:
                 rows.append([f"job in-process vs best PySpark {at}", ratio_text(point, direct, best)[1], "-"])
+        for key in JOB_CONFIGS:
+            if key in s and key + COMPILED in s:
+                rows.append([f"{LABELS[key]}: compiled domain vs pure at {point['candidates']:,}",
+                             ratio_text(point, key + COMPILED, key)[1], "-"])
     return rows
 
 

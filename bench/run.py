@@ -39,7 +39,7 @@ from pathlib import Path
 from bench import compiled
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import Measured, job_failure, measure
-from bench.stats import check_same_evaluations, linear_fit, markdown_table, spread, summary
+from bench.stats import check_same_evaluations, linear_fit, markdown_table, round_order, spread, summary
 
 PY = sys.executable
 LARGE = 500_000  # scaling points this big run once, whatever --scaling-runs says
@@ -168,7 +168,7 @@ def side_by_side(archive: Archive, configs: list[str], formats: list[str], runs:
     results: dict[str, list[dict]] = {f"{c}/{f}": [] for c in configs for f in formats}
     for round_no in range(1, runs + 1):
         for fmt in formats:
-            for key in configs:
+            for key in round_order(configs, round_no):
                 row = run_once(CONFIGS[key], archive, fmt, scratch)
                 results[f"{key}/{fmt}"].append(row)
                 log(f"  round {round_no}/{runs} {key:<11} {fmt:<5} {row['wall_s']:7.2f}s "
