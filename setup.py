@@ -3,7 +3,7 @@
 #
 # NOTARIUS_COMPILE=1 builds the domain's hot modules as extension modules with
 # Cython: the same Python code and semantics (annotations stay annotations, not
-# C types), about 20% less CPU per candidate (docs/running.md, "The compiled
+# C types), about 15% less CPU per candidate (docs/running.md, "The compiled
 # domain"). The build then needs Cython (fetched into pip's isolated build
 # environment) and a C compiler. Without it, the package is pure Python.
 import os
