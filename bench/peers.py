@@ -44,6 +44,11 @@ COMPILED = "-compiled"  # the suffix of a configuration on the compiled domain
 DEFAULT_CONFIGS = JOB_CONFIGS + tuple(key + COMPILED for key in JOB_CONFIGS)
 
 
+def form_of(name: str) -> str:
+    """The suffix of the configuration's form of the domain: COMPILED, or "" for pure Python."""
+    return COMPILED if name.endswith(COMPILED) else ""
+
+
 def spark_available() -> str | None:
     """None when the peer can run, else why not."""
     if not PEERS_PY.exists():
@@ -66,7 +71,7 @@ def run_spark(archive: Archive, name: str, scratch: Path) -> dict:
     partitions = int(name.removesuffix(COMPILED)[len("spark-p"):])
     output = scratch / name
     shutil.rmtree(output, ignore_errors=True)
-    env = compiled_environment() if name.endswith(COMPILED) else {**os.environ, "PYTHONPATH": str(REPO)}
+    env = compiled_environment() if form_of(name) else {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(spark_command(archive, output, partitions), cwd=str(REPO), env=env)
     if m.returncode != 0:
         raise SystemExit(f"{name} failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
@@ -114,7 +119,7 @@ def twins_adjacent(configs: list[str], partitions: list[int]) -> list[str]:
     """The job configurations asked for, then PySpark's (one per partition count, on each form of
     the domain asked for), each on the pure domain right before its compiled twin: the pairs
     the section compares run minutes apart at most."""
-    forms = [suffix for suffix in ("", COMPILED) if any(c.endswith(COMPILED) == bool(suffix) for c in configs)]
+    forms = [suffix for suffix in ("", COMPILED) if any(form_of(c) == suffix for c in configs)]
     bases = list(dict.fromkeys(c.removesuffix(COMPILED) for c in configs if c.removesuffix(COMPILED) in JOB_CONFIGS))
     bases += [f"spark-p{n}" for n in partitions]
     return [base + suffix for base in bases for suffix in forms
@@ -131,13 +136,12 @@ LABELS = {
 def label(name: str) -> str:
     base = name.removesuffix(COMPILED)
     text = LABELS.get(base) or f"PySpark `local[2]`, cogroup into {base[len('spark-p'):]} partitions"
-    return text + (", compiled domain" if name.endswith(COMPILED) else "")
+    return text + (", compiled domain" if form_of(name) else "")
 
 
 def best_spark(summaries: dict, suffix: str = "") -> str | None:
     """The fastest PySpark configuration on the same form of the domain (``suffix``)."""
-    sparks = [name for name in summaries
-              if name.startswith("spark-p") and name.endswith(COMPILED) == (suffix == COMPILED)]
+    sparks = [name for name in summaries if name.startswith("spark-p") and form_of(name) == suffix]
     return max(sparks, key=lambda name: summaries[name]["rate"]["median"]) if sparks else None
 
 
@@ -147,7 +151,7 @@ def tables(result: dict) -> str:
         s = point["summaries"]
         rows = []
         for name, m in s.items():
-            best = best_spark(s, COMPILED if name.endswith(COMPILED) else "")
+            best = best_spark(s, form_of(name))
             text = label(name) + (" (best)" if name == best else "")
             ratio = f"{m['rate']['median'] / s[best]['rate']['median']:.2f}" if best else "-"
             # PySpark's JVM and its Python workers are not reaped by the driver: wait4 cannot see their CPU.
@@ -157,8 +161,8 @@ def tables(result: dict) -> str:
         parts.append(f"{point['candidates']:,} candidates, {point['sources']} sources, "
                      f"{len(next(iter(point['raw'].values())))} interleaved round(s), JSON Lines outputs.\n\n"
                      + markdown_table(["configuration", "wall s, median (min–max)", "candidates/s",
-                                       "x best PySpark (same form of the domain)", "CPU s", "peak RSS of the tree, MB", "processes",
-                                       "1-min load after"], rows, "lrrrrrrr"))
+                                       "x best PySpark (same form of the domain)", "CPU s",
+                                       "peak RSS of the tree, MB", "processes", "1-min load after"], rows, "lrrrrrrr"))
     parts.append("CPU s is user + system time of the process and the descendants it reaped (n/a for PySpark, "
                  "whose JVM and Python workers the driver does not reap). Peak RSS is the sum over the whole "
                  "process tree, JVM included.")

@@ -194,8 +194,9 @@ def summarize(results: dict[str, list[dict]]) -> dict:
 def side_by_side_table(summaries: dict, formats: list[str], configs: list[str]) -> str:
     rows = []
     for fmt in formats:
-        loop = summaries.get(f"loop/{fmt}")
         for key in configs:
+            # Each configuration against the loop on the same form of the domain.
+            loop = summaries.get(f"loop{'-compiled' if CONFIGS[key].compiled else ''}/{fmt}")
             s = summaries[f"{key}/{fmt}"]
             ratio = f"{s['rate']['median'] / loop['rate']['median']:.2f}" if loop else "-"
             rows.append([CONFIGS[key].label, fmt, spread(s["wall_s"], "{:.2f}"), spread(s["rate"]), ratio,
@@ -204,7 +205,7 @@ def side_by_side_table(summaries: dict, formats: list[str], configs: list[str]) 
     for label, reason in NOT_MEASURABLE.values():
         rows.append([label, "-", "not measurable", "-", "-", "-", "-", "-", "-"])
     return markdown_table(
-        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)", "x domain loop",
+        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)", "x domain loop (same form)",
          "CPU s", "peak RSS of the process tree, MB", "largest process, MB", "processes"],
         rows, "llrrrrrrr")
 
@@ -340,8 +341,10 @@ def targets(report: dict) -> str:
     rows = []
     sbs = report.get("side_by_side", {})
     rate = {name.split("/")[0]: s["rate"]["median"] for name, s in sbs.items() if name.endswith("/jsonl")}
-    if "loop" in rate:
-        rows.append(["domain loop >= 20,000 candidates/s (one core)", f"{rate['loop']:,.0f}/s", rate["loop"] >= 20_000])
+    for key in ("loop", "loop-compiled"):
+        if key in rate:
+            rows.append([f"{CONFIGS[key].label} >= 20,000 candidates/s (one core)", f"{rate[key]:,.0f}/s",
+                         rate[key] >= 20_000])
     if "loop" in rate and "direct" in rate:
         r = rate["direct"] / rate["loop"]
         rows.append(["job in-process >= 0.5x the domain loop", f"{r:.2f}x", r >= 0.5])
