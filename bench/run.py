@@ -205,8 +205,8 @@ def side_by_side_table(summaries: dict, formats: list[str], configs: list[str]) 
     for label, reason in NOT_MEASURABLE.values():
         rows.append([label, "-", "not measurable", "-", "-", "-", "-", "-", "-"])
     return markdown_table(
-        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)", "x domain loop (same form)",
-         "CPU s", "peak RSS of the process tree, MB", "largest process, MB", "processes"],
+        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)",
+         "x domain loop (same form)", "CPU s", "peak RSS of the process tree, MB", "largest process, MB", "processes"],
         rows, "llrrrrrrr")
 
 
