@@ -16,7 +16,7 @@ def pytest_configure(config):
         raise pytest.UsageError(f"NOTARIUS_EXPECT_COMPILED=1, but {_domain_file()} is not compiled")
 
 
-def _domain_file() -> str:
+def _domain_file() -> str:  # as bench.compiled.PROBE_MODULE (not imported: conftest must not need bench)
     import domain.evidence  # one of the modules setup.py compiles with NOTARIUS_COMPILE=1
 
     return domain.evidence.__file__

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import domain.evidence
 from bench import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def test_a_run_meant_for_the_compiled_domain_refuses_the_pure_one():
     env = {**os.environ, "NOTARIUS_EXPECT_COMPILED": "1"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_issues.py"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    if compiled.is_compiled_file(__import__("domain.evidence").evidence.__file__):
+    if compiled.is_compiled_file(domain.evidence.__file__):  # this run is itself on the compiled build
         assert proc.returncode == 0, proc.stdout[-2000:]
     else:
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest's usage error
