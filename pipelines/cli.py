@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
+    from transforms.warm_workers import start_early
+
+    start_early(argv, ("pipelines.reprocess",))  # before Beam's import below: see pipelines.reprocess
     from pipelines import reprocess
 
     return reprocess.main(argv)

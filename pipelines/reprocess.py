@@ -8,11 +8,20 @@ not hold - never because candidates were rejected.
 
 from __future__ import annotations
 
-import functools
 import sys
-from typing import Sequence
 
-import apache_beam as beam
+# What the multi-processing workers import before their first request (transforms.warm_workers).
+WORKER_PRELOAD = ("pipelines.reprocess",)
+if __name__ == "__main__":
+    # Before the imports below (about a second): a two-worker run's zygote imports meanwhile.
+    from transforms.warm_workers import start_early
+
+    start_early(sys.argv[1:], WORKER_PRELOAD)
+
+import functools  # noqa: E402 - after the zygote's start, on purpose
+from typing import Sequence  # noqa: E402
+
+import apache_beam as beam  # noqa: E402
 import orjson
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -34,6 +43,7 @@ from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
 from transforms.collector import freeze_for_exit
+from transforms.warm_workers import runner_with_warm_workers
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
@@ -181,14 +191,18 @@ def run(argv: Sequence[str] | None = None) -> dict:
     runner_name = standard.runner
     ensure_handler()  # progress lines (stderr) from in-process workers
     send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runner_workarounds)
+    runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
     try:
-        with beam.Pipeline(options=options) as pipeline:
+        with beam.Pipeline(runner=runner, options=options) as pipeline:
             build_pipeline(pipeline, opts, runner_name)
     except Exception as error:  # noqa: BLE001 - re-raised unless a runner setting explains it
         hint = runner_errors.explain(error)
         if hint is None:
             raise
         raise SystemExit(f"{hint}\n\nThe runner's error: {str(error)[:2000]}") from error
+    finally:
+        if zygote is not None:
+            zygote.close()
     with FileSystems.open(join_path(opts.output, MANIFEST_NAME)) as handle:
         return orjson.loads(handle.read())
 
