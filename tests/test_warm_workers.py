@@ -176,3 +176,40 @@ def test_the_jobs_modules_leave_the_zygote_single_threaded():
     done = subprocess.run([sys.executable, "-c", "import os, pipelines.reprocess; print(len(os.listdir('/proc/self/task')))"],
                           env={**warm_workers.SINGLE_THREADED, **os.environ}, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1"]
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process now."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            table[int(entry.name)] = (int(stat.rpartition(")")[2].split()[1]), command)
+    return table
+
+
+def test_the_job_on_two_workers_forks_them_from_its_zygote(tmp_path):
+    """``python -m pipelines.reprocess`` with two workers: every worker is a child of the zygote it started."""
+    from fixture_archive import write_archive
+
+    archive = write_archive(tmp_path / "archive")
+    job = subprocess.Popen([sys.executable, "-m", "pipelines.reprocess", "--transcripts", archive["transcripts"],
+                            "--candidates", archive["candidates"], "--output", str(tmp_path / "out"),
+                            "--output-format", "jsonl", "--direct_num_workers=2",
+                            "--direct_running_mode=multi_processing"],
+                           cwd=TESTS.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: set[tuple[int, int, str]] = set()  # every (pid, parent, command line) observed: parents change at exit
+    while job.poll() is None:
+        seen.update((pid, parent, command) for pid, (parent, command) in process_table().items())
+        time.sleep(0.01)
+    assert job.returncode == 0, job.stderr.read()[-3000:]
+    zygotes = {pid for pid, parent, command in seen if parent == job.pid and "transforms.warm_workers serve" in command}
+    assert len(zygotes) == 1
+    workers = {pid for pid, parent, _ in seen if parent in zygotes}
+    assert len(workers) >= 2  # sampled every 10 ms: both lived for the whole run
+    cold = [command for _, _, command in seen if "sdk_worker_main" in command and "warm_workers" not in command]
+    assert not cold, "a worker started cold"
