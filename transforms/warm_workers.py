@@ -117,8 +117,9 @@ def client_command(socket_path: str, python: str = sys.executable) -> str:
     from shlex import quote
 
     fallback = [python, "-m", BEAM_WORKER_MODULE]
-    return " ".join(quote(part) for part in [python, "-S", "-I", os.path.abspath(__file__), "connect", socket_path,
-                                             "--", *fallback])
+    # exec: the shell becomes the client, so the runner's kill reaches it and no idle shell waits.
+    return "exec " + " ".join(quote(part) for part in [python, "-S", "-I", os.path.abspath(__file__), "connect",
+                                                       socket_path, "--", *fallback])
 
 
 _started: Zygote | None = None  # started by start_early, for the runner that run_with_warm_workers makes
