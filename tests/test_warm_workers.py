@@ -213,3 +213,25 @@ def test_the_job_on_two_workers_forks_them_from_its_zygote(tmp_path):
     assert len(workers) >= 2  # sampled every 10 ms: both lived for the whole run
     cold = [command for _, _, command in seen if "sdk_worker_main" in command and "warm_workers" not in command]
     assert not cold, "a worker started cold"
+
+
+def test_a_zygote_that_cannot_start_leaves_the_run_to_cold_workers(monkeypatch, tmp_path, capsys):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    deep = tmp_path / ("d" * 120)  # a Unix socket path beyond the system's limit (108 bytes on Linux)
+    deep.mkdir()
+    monkeypatch.setattr(warm_workers.tempfile, "tempdir", str(deep))
+    options = PipelineOptions(["--runner=FnApiRunner", "--direct_running_mode=multi_processing"])
+    assert runner_with_warm_workers(options, ()) == (None, None)
+    assert "the workers start cold" in capsys.readouterr().err
+    assert list(deep.iterdir()) == []  # no folder left behind
+
+
+def test_a_run_refused_before_it_starts_leaves_no_zygote_behind(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipelines.reprocess", "--transcripts", str(tmp_path / "none-*.jsonl"),
+                           "--candidates", str(tmp_path / "none-*.jsonl"), "--output", str(tmp_path / "out"),
+                           "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+                          cwd=TESTS.parent, env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0 and "--transcripts" in done.stderr  # refused by the preflight
+    assert not list(tmp_path.glob("notarius-zygote-*"))

@@ -27,9 +27,11 @@ before it imports Beam.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
 # What a forked worker runs: "module:function", called with no arguments; its return value
 # (or SystemExit code) is the worker's exit status.
-DEFAULT_ENTRY = f"{__name__.rpartition('.')[0] or 'transforms'}.warm_workers:run_beam_worker"
+DEFAULT_ENTRY = "transforms.warm_workers:run_beam_worker"
 
 FORKED = b"F"  # sent by a forked worker first thing: the request is taken
 # Native threads some imports start, off in the zygote: a fork copies only the thread that forks, so the zygote
@@ -107,6 +109,9 @@ def start_zygote(preload: tuple[str, ...], entry: str = DEFAULT_ENTRY, python: s
         process = subprocess.Popen(
             [python, "-m", __name__, "serve", str(listener.fileno()), entry, *preload],
             stdin=subprocess.PIPE, pass_fds=(listener.fileno(),), env={**SINGLE_THREADED, **os.environ})
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         listener.close()
     return Zygote(process, socket_path, folder, client_command(socket_path, python))
@@ -122,7 +127,7 @@ def client_command(socket_path: str, python: str = sys.executable) -> str:
                                                        socket_path, "--", *fallback])
 
 
-_started: Zygote | None = None  # started by start_early, for the runner that run_with_warm_workers makes
+_started: Zygote | None = None  # started by start_early, for the runner that runner_with_warm_workers makes
 
 
 # Forking a process that imported Beam is safe on Linux (no threads yet); macOS's system libraries are not fork-safe.
@@ -149,7 +154,25 @@ def start_early(argv: list[str], preload: tuple[str, ...]) -> None:
     """Start the zygote now if ``argv`` looks like a multi-processing run: call it before importing Beam."""
     global _started
     if _started is None and looks_multi_processing(argv):
-        _started = start_zygote(preload)
+        _started = _zygote_or_none(preload)
+        if _started is not None:
+            atexit.register(_close_unclaimed)  # a run refused before it starts leaves no zygote or socket behind
+
+
+def _close_unclaimed() -> None:
+    global _started
+    if _started is not None:
+        _started.close()
+        _started = None
+
+
+def _zygote_or_none(preload: tuple[str, ...]) -> Zygote | None:
+    """A started zygote, or None (said on stderr) when it cannot start: the run then starts its workers cold."""
+    try:
+        return start_zygote(preload)
+    except OSError as error:  # e.g. a socket path beyond the system's limit under a long $TMPDIR
+        print(f"notarius-reprocess: warm workers unavailable ({error}); the workers start cold", file=sys.stderr)
+        return None
 
 
 def runner_with_warm_workers(options, preload: tuple[str, ...]):
@@ -165,7 +188,9 @@ def runner_with_warm_workers(options, preload: tuple[str, ...]):
             zygote.close()
         return None, None
     if zygote is None:
-        zygote = start_zygote(preload)
+        zygote = _zygote_or_none(preload)
+        if zygote is None:
+            return None, None
     return _fn_api_runner(zygote.worker_command), zygote
 
 
