@@ -32,7 +32,6 @@ import json
 import os
 import selectors
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -267,7 +266,6 @@ def serve(listener_fd: int, entry: str, preload: list[str]) -> int:
     # What the zygote holds now is shared by every worker: frozen, the workers' collections never walk it
     # (and never touch its pages, which would copy them).
     gc.freeze()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
