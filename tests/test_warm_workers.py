@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +57,16 @@ def test_a_worker_is_forked_from_the_zygote_with_the_launchers_environment(recor
     assert seen["ppid"] == recording_zygote.process.pid
     assert seen["marker"] == "first"
     assert seen["preloaded"]  # imported once in the zygote, before the request
+    assert seen["interruptible"]  # Ctrl-C stops a worker as it stops one Beam starts
+
+
+def test_ctrl_c_leaves_the_zygote_to_end_with_the_runner(recording_zygote, tmp_path):
+    """The terminal's SIGINT reaches the whole process group; only the runner reports it."""
+    out = tmp_path / "worker.json"
+    assert launch(recording_zygote.worker_command, WARM_OUT=str(out)).returncode == 0  # the zygote is serving
+    os.kill(recording_zygote.process.pid, signal.SIGINT)
+    assert launch(recording_zygote.worker_command, WARM_OUT=str(out)).returncode == 0
+    assert json.loads(out.read_text())["ppid"] == recording_zygote.process.pid  # still serving, not cold
 
 
 def test_workers_launched_together_are_forked_apart(recording_zygote, tmp_path):

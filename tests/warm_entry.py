@@ -9,7 +9,8 @@ def record() -> int:
     """Writes what the worker saw to $WARM_OUT; exits with $WARM_STATUS."""
     with open(os.environ["WARM_OUT"], "w") as handle:
         json.dump({"pid": os.getpid(), "ppid": os.getppid(), "marker": os.environ.get("WARM_MARKER"),
-                   "preloaded": "colorsys" in __import__("sys").modules}, handle)
+                   "preloaded": "colorsys" in __import__("sys").modules,
+                   "interruptible": signal.getsignal(signal.SIGINT) is signal.default_int_handler}, handle)
     return int(os.environ.get("WARM_STATUS", "0"))
 
 

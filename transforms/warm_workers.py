@@ -32,6 +32,7 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -253,6 +254,9 @@ def serve(listener_fd: int, entry: str, preload: list[str]) -> int:
     import gc
     import importlib
 
+    # Ctrl-C reaches the whole process group: the runner handles it, and the zygote ends with the runner
+    # (its standard input closes) instead of printing a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=listener_fd)
     module_name, _, function_name = entry.partition(":")
     for name in (*preload, module_name):
@@ -322,6 +326,7 @@ def _run_worker(connection: socket.socket, environment: dict, function) -> None:
         os.close(devnull)
         os.environ.clear()
         os.environ.update(environment)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a worker Beam starts itself
         try:
             result = function()
             status = result if isinstance(result, int) else 0
