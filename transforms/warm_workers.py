@@ -70,8 +70,7 @@ class Zygote:
     """A started zygote: ``worker_command`` is what the runner runs for each worker; ``close()`` ends it."""
 
     process: subprocess.Popen
-    socket_path: str
-    folder: str
+    folder: str  # holds the listening socket
     worker_command: str
     _closed: bool = field(default=False, repr=False)
 
@@ -87,9 +86,7 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for name in os.listdir(self.folder):
-            os.unlink(os.path.join(self.folder, name))
-        os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_zygote(preload: tuple[str, ...], entry: str = DEFAULT_ENTRY, python: str = sys.executable) -> Zygote:
@@ -114,7 +111,7 @@ def start_zygote(preload: tuple[str, ...], entry: str = DEFAULT_ENTRY, python: s
         raise
     finally:
         listener.close()
-    return Zygote(process, socket_path, folder, client_command(socket_path, python))
+    return Zygote(process, folder, client_command(socket_path, python))
 
 
 def client_command(socket_path: str, python: str = sys.executable) -> str:
