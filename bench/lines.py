@@ -13,6 +13,7 @@ from collections import defaultdict
 import orjson
 
 from transforms.compression import decompressed
+from transforms.json_keys import key_of
 
 
 def read_grouped(pattern: str) -> dict[str, list[bytes]]:
@@ -23,5 +24,6 @@ def read_grouped(pattern: str) -> dict[str, list[bytes]]:
             for line in handle:
                 line = line.rstrip(b"\r\n")
                 if line.strip():
-                    grouped[orjson.loads(line)["source_id"]].append(line)
+                    key = key_of(line, "source_id")  # as the job's read step keys (transforms.read)
+                    grouped[orjson.loads(line)["source_id"] if key is None else key].append(line)
     return grouped

@@ -39,10 +39,13 @@ def _keyed(input_name: str):
     def key(line: bytes):
         import orjson
 
+        from transforms.json_keys import key_of  # as the job's read step keys
+
         line = line.rstrip(b"\r")
         if not line.strip():
             return []
-        return [(orjson.loads(line)["source_id"], line)]
+        key = key_of(line, "source_id")
+        return [(orjson.loads(line)["source_id"] if key is None else key, line)]
 
     key.__name__ = f"key_{input_name}"
     return key

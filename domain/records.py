@@ -20,6 +20,12 @@ def shown_value(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
+def json_error_summary(exc: ValueError) -> str:
+    """Where and why orjson refused a record. Its messages are short and stable ("unexpected
+    end of data: line 1 column 9"); operators see them, models never do."""
+    return str(exc).split(":", 1)[0].strip() + f" at character {exc.pos}"
+
+
 def dead_letter_row(input_name: str, reason: str, payload: bytes) -> dict:
     """A dead letter (SPEC §6): the original bytes kept, base64 when they are not UTF-8."""
     try:

@@ -40,7 +40,7 @@ from domain.families.base import (
 )
 from domain.families.reconciliation import listed_entries
 from domain.frozen import quick_init
-from domain.records import dead_letter_row, shown_value
+from domain.records import dead_letter_row, json_error_summary, shown_value
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.revision import KIND_REFRESH, KIND_RETRY, choose_accepted, is_current, next_attempt, refresh_due
@@ -187,8 +187,8 @@ def _parse_candidate_record(line: bytes) -> Candidate:
     problem. The outcome every line must have."""
     try:
         record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        raise EnvelopeError("candidate record is not valid JSON") from None
+    except orjson.JSONDecodeError as exc:
+        raise EnvelopeError(f"candidate record is not valid JSON ({json_error_summary(exc)})") from None
     if not isinstance(record, dict):
         raise EnvelopeError(f"candidate record is a JSON {type(record).__name__}, expected an object")
     for key in _ENVELOPE_STRINGS:

@@ -17,7 +17,7 @@ import msgspec
 import orjson
 
 from domain.frozen import quick_init
-from domain.records import shown_value
+from domain.records import json_error_summary, shown_value
 
 CHUNK_KINDS = ("extraction", "scene")
 # Outputs store ids as Avro longs.
@@ -354,7 +354,7 @@ def _parse_via_record(raw: bytes) -> Transcript:
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise TranscriptError(f"transcript is not valid JSON ({_json_error_summary(exc)})") from None
+        raise TranscriptError(f"transcript is not valid JSON ({json_error_summary(exc)})") from None
     return transcript_from_record(record)
 
 
@@ -417,9 +417,3 @@ def _well_formed_transcript(raw: bytes) -> Transcript | None:
         chunks[chunk.chunk_id] = chunk
     unit_columns = (unit_ids, tuple(map(_speaker, units)), tuple(map(_text, units)))
     return Transcript(source_id, unit_columns, chunks, index)
-
-
-def _json_error_summary(exc: orjson.JSONDecodeError) -> str:
-    # orjson messages are short and stable ("unexpected end of data: line 1 column 9");
-    # operators see them, models never do.
-    return str(exc).split(":", 1)[0].strip() + f" at character {exc.pos}"

@@ -608,6 +608,25 @@ def test_an_absurd_record_is_a_dead_letter_and_its_neighbours_are_processed(tmp_
     assert {e["candidate_id"] for e in outputs["evaluations"]} == {orjson.loads(at_limit)["candidate_id"], "c-01"}
 
 
+def test_a_number_beyond_double_range_is_a_dead_letter_of_the_per_source_step(tmp_path):
+    """The read step's fast key skips such a number (transforms.json_keys); the full parse refuses it."""
+    overflow_candidate = with_fragment(envelope("overflow"), "x_extra", b"1e999")
+    overflow_transcript = with_fragment(TRANSCRIPTS[S2], "x_extra", b"-1e999")
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINES[S1] + b"\n" + overflow_transcript + b"\n")
+    (tmp_path / "c.jsonl").write_bytes(overflow_candidate + b"\n" + GOOD_LINES[0] + b"\n")
+    out = tmp_path / "out"
+    argv = ["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "c.jsonl"), "--output", str(out),
+            "--output-format", "jsonl"]
+    assert reprocess.main(argv) == 0
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    dead = {payload_bytes(d): d for d in read_outputs(out)["dead_letters"]}
+    assert manifest["conservation"]["holds"] and manifest["conservation"]["dead_letters"] == 1
+    assert manifest["transcript_conservation"]["dead_letters"] == 1
+    assert set(dead) == {overflow_candidate, overflow_transcript}
+    assert dead[overflow_candidate]["reason"].startswith("candidate record is not valid JSON (number is infinity")
+    assert dead[overflow_transcript]["reason"].startswith("transcript is not valid JSON (number is infinity")
+
+
 @st.composite
 def framed_records(draw):
     records = draw(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").rstrip(b"\r")), max_size=8))

@@ -31,10 +31,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from domain.records import dead_letter_row, unreadable_file_key
+from domain.records import dead_letter_row, json_error_summary, unreadable_file_key
 from transforms.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
+from transforms.json_keys import key_of
 from transforms.progress import ProgressSpec
 
 KEYED = "keyed"
@@ -311,6 +312,9 @@ def _key(spec: KeyedInput, line: bytes) -> tuple[str, bytes] | dict:
     if len(line) > spec.max_record_bytes:
         return dead_letter_row(spec.input_name, f"record exceeds --max-record-bytes ({spec.max_record_bytes} bytes)",
                                line[:OVERSIZE_PAYLOAD_HEAD])
+    key = key_of(line, spec.key_field)  # the fast path; a line it cannot vouch for is parsed in full
+    if key is not None and key.strip():
+        return key, line
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -327,7 +331,7 @@ def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
         line.decode("utf-8")
     except UnicodeDecodeError:
         return "record is not valid UTF-8 text"
-    return f"record is not valid JSON ({str(exc).split(':', 1)[0]} at character {exc.pos})"
+    return f"record is not valid JSON ({json_error_summary(exc)})"
 
 
 @dataclass
