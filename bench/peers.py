@@ -184,7 +184,7 @@ def ratio_text(point: dict, numerator: str, denominator: str) -> tuple[float, st
     r = s[numerator]["rate"]["median"] / s[denominator]["rate"]["median"]
     within = round_ratios(point["raw"], numerator, denominator)
     extra = f" (within rounds {min(within):.2f}–{max(within):.2f}x)" if len(within) > 1 else ""
-    return r, f"{r:.2f}x{extra}"
+    return r, f"{r:.3f}x{extra}"  # three places: 0.848x is not met, where "0.85x" would read as met
 
 
 def targets(result: dict) -> list[list[str]]:
