@@ -101,7 +101,7 @@ class _Sampler(threading.Thread):
 
 
 @cache
-def checkout_bytecode() -> None:
+def checkout_bytecode(repo: Path = REPO) -> None:
     """The checkout's modules compiled to bytecode once, before anything is measured.
 
     An installed package has its bytecode (pip compiles it at install); an
@@ -111,7 +111,7 @@ def checkout_bytecode() -> None:
     deployed run pays.
     """
     for package in SOURCE_PACKAGES:
-        compileall.compile_dir(REPO / package, quiet=1)
+        compileall.compile_dir(repo / package, quiet=1)
 
 
 def measure(argv: list[str], *, cwd: str | None = None, env: dict | None = None, timeout: float | None = None) -> Measured:

@@ -1,0 +1,102 @@
+"""Instructions, not seconds: each configuration counted under callgrind on a small archive.
+
+    .venv/bin/python -m bench.instructions                                   # loop and job, pure and compiled
+    .venv/bin/python -m bench.instructions --configs loop,direct --checkouts .,../base   # a change against a base
+
+This machine's speed moves by 25-40% within an hour, so a change worth a few
+percent cannot be seen in wall times without many interleaved rounds. The
+number of instructions a run executes does not move: valgrind's callgrind
+counts them exactly (about 50x slower than a plain run, so the archive is
+small, 5,000 candidates by default). Fixed costs (interpreter, imports,
+Beam's graph and runner) are counted once per run, so compare a
+configuration with itself across checkouts, or pure with compiled; between
+the loop and the job the difference is mostly the job's fixed part.
+
+``--checkouts`` runs the pure configurations on other checkouts of this
+repository (e.g. ``git worktree add ../base HEAD~1``), each on its own
+sources; compiled configurations run on this checkout's compiled build
+(``bench.compiled``). Linux with valgrind installed (``apt install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.archive import REPO, ArchiveSpec, ensure_archive
+from bench.procs import checkout_bytecode
+from bench.run import CONFIGS, command, compiled_environment
+from bench.stats import markdown_table
+
+DEFAULT_CONFIGS = "loop,direct,loop-compiled,direct-compiled"
+_SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
+
+
+def instructions_of(callgrind_output: bytes) -> int:
+    """The total instruction count of a callgrind output file (its ``summary:`` line)."""
+    found = _SUMMARY.search(callgrind_output)
+    if found is None:
+        raise ValueError("no 'summary:' or 'totals:' line: not a callgrind output file")
+    return int(found.group(1))
+
+
+def counted(argv: list[str], cwd: Path, env: dict | None) -> int:
+    """Instructions ``argv`` executes (its own process; Beam's multi-processing workers are not followed)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "callgrind.out"
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], cwd=cwd, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            tail = done.stderr.decode("utf-8", "replace")[-2000:]
+            raise SystemExit(f"{' '.join(argv[:3])} ... failed under callgrind (exit {done.returncode}):\n{tail}")
+        return instructions_of(out.read_bytes())
+
+
+def environment_for(checkout: Path) -> dict:
+    """A pure configuration on ``checkout``: its own sources, nothing from the working directory."""
+    return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n")[0])
+    p.add_argument("--candidates", type=int, default=5_000)
+    p.add_argument("--configs", default=DEFAULT_CONFIGS, help="of loop, direct, each also with -compiled")
+    p.add_argument("--checkouts", default=".", help="comma-separated checkouts for the pure configurations")
+    p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
+    args = p.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench.instructions needs valgrind (apt install valgrind)")
+    configs = [CONFIGS[c] for c in args.configs.split(",") if c]
+    multi = [c.key for c in configs if any("multi_processing" in option for option in c.extra)]
+    if multi:
+        raise SystemExit(f"{multi}: callgrind counts one process; multi-processing workers would be missed")
+    checkouts = [(REPO / c).resolve() for c in args.checkouts.split(",") if c]
+    archive = ensure_archive(ArchiveSpec.at_density(args.candidates), args.cache)
+    for checkout in checkouts:
+        checkout_bytecode(checkout)  # as an installed package has it (bench.procs)
+    rows: list[list[str]] = []
+    first: dict[str, int] = {}  # per configuration, the count on the first checkout
+    for config in configs:
+        for checkout in checkouts[:1] if config.compiled else checkouts:
+            with tempfile.TemporaryDirectory() as output:
+                env = {**(compiled_environment() if config.compiled else environment_for(checkout)),
+                       "PYTHONHASHSEED": "0"}  # the same set and dict orders in every run: the same count
+                n = counted(command(config, archive, Path(output) / "out", "jsonl"), checkout, env)
+            base = first.setdefault(config.key, n)
+            print(f"  {config.key:<18} {checkout}  {n / 1e9:7.3f} G instructions", file=sys.stderr, flush=True)
+            rows.append([config.label, str(checkout), f"{n / 1e9:.3f}", f"{n / archive.candidates_in / 1e3:.1f}",
+                         f"{n / base:.4f}"])
+    print(f"{archive.candidates_in:,} candidates, {archive.sources} sources; JSON Lines outputs.\n")
+    print(markdown_table(["configuration", "checkout", "instructions, G", "k per candidate (fixed part included)",
+                          "x the first checkout"], rows, "llrrr"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

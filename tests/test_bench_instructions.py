@@ -1,0 +1,40 @@
+"""bench.instructions: reading callgrind's count, and what it refuses to count."""
+
+import pytest
+
+from bench.instructions import instructions_of, main
+
+HEADER = b"""# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 8864
+cmd:  python -m bench.loop --summary: 12
+part: 1
+
+positions: line
+events: Ir
+summary: 8477609884
+
+fl=(1) ???
+fn=(1) 0x0000000000001100
+0 3
+"""
+
+
+def test_the_count_is_the_summary_line_of_the_header():
+    assert instructions_of(HEADER) == 8_477_609_884  # not the "--summary: 12" inside the command line
+
+
+def test_a_file_with_only_the_closing_totals_still_counts():
+    assert instructions_of(b"events: Ir\nfn=(1) main\n0 7\ntotals: 7\n") == 7
+
+
+def test_anything_else_is_refused():
+    with pytest.raises(ValueError, match="not a callgrind output"):
+        instructions_of(b"==1== I   refs: 8,477,609,884\n")
+
+
+def test_multi_processing_configurations_are_refused_before_anything_runs(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/valgrind")
+    with pytest.raises(SystemExit, match="callgrind counts one process"):
+        main(["--configs", "loop-compiled,direct-mp2"])
