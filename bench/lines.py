@@ -10,10 +10,8 @@ from __future__ import annotations
 import glob
 from collections import defaultdict
 
-import orjson
-
 from transforms.compression import decompressed
-from transforms.json_keys import key_of
+from transforms.json_keys import trusted_key
 
 
 def read_grouped(pattern: str) -> dict[str, list[bytes]]:
@@ -24,6 +22,5 @@ def read_grouped(pattern: str) -> dict[str, list[bytes]]:
             for line in handle:
                 line = line.rstrip(b"\r\n")
                 if line.strip():
-                    key = key_of(line, "source_id")  # as the job's read step keys (transforms.read)
-                    grouped[orjson.loads(line)["source_id"] if key is None else key].append(line)
+                    grouped[trusted_key(line, "source_id")].append(line)  # keyed as the job's read step keys
     return grouped

@@ -3,7 +3,7 @@
     python -m bench.loop --transcripts GLOB --candidates GLOB --output DIR [--output-format jsonl|avro]
 
 Reads the same files as the job (gzip JSON Lines), keys every line by its
-``source_id`` (one orjson parse, like the job's read step), calls
+``source_id`` (as the job's read step keys it, ``transforms.json_keys``), calls
 ``domain.reprocess.process_source`` once per source in a plain loop in one
 process, and serializes every output row to files (JSON Lines with orjson, or
 Avro with fastavro and the same schemas and codec as the job). No Beam import.

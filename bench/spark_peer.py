@@ -6,7 +6,7 @@
 
 The same work as ``bench.loop`` and the job, in PySpark's RDD API: each input
 file read as lines (``textFile``, bytes), every line keyed by its
-``source_id`` (one orjson parse, as the job's read step and the loop do),
+``source_id`` as the job's read step and the loop key it (``transforms.json_keys``),
 the two inputs joined with ``cogroup`` into ``--partitions`` partitions, and
 ``domain.reprocess.process_source_groups`` called once per source inside the
 Python workers, with the job's garbage-collector policy
@@ -37,15 +37,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _keyed(input_name: str):
     def key(line: bytes):
-        import orjson
-
-        from transforms.json_keys import key_of  # as the job's read step keys
+        from transforms.json_keys import trusted_key  # keyed as the job's read step keys
 
         line = line.rstrip(b"\r")
         if not line.strip():
             return []
-        key = key_of(line, "source_id")
-        return [(orjson.loads(line)["source_id"] if key is None else key, line)]
+        return [(trusted_key(line, "source_id"), line)]
 
     key.__name__ = f"key_{input_name}"
     return key

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.json_keys import key_of
+from transforms.json_keys import key_of, trusted_key
 
 FIELD = "source_id"
 
@@ -122,3 +122,10 @@ def test_nesting_past_the_limit_is_not_an_error_here():
 def test_any_field_name_works():
     assert key_of(b'{"key with spaces": "k", "class": 1}', "key with spaces") == "k"
     assert key_of(b'{"class": "k"}', "class") == "k"
+
+
+def test_a_trusted_key_falls_back_to_the_full_parse():
+    line = b'{"source_id": "a", "source_id": 1, "source_id": "b"}'  # msgspec stops at the int; orjson keeps the last
+    assert key_of(line, FIELD) is None
+    assert trusted_key(line, FIELD) == "b"
+    assert trusted_key(b'{"source_id": "s", "x": [1]}', FIELD) == "s"
