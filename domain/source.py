@@ -85,14 +85,19 @@ class DocumentIndex:
         return len(self.unit_ids_in_order)
 
 
+_unit_id, _speaker, _text = attrgetter("unit_id"), attrgetter("speaker"), attrgetter("text")
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Transcript:
     """A usable transcript. Its :class:`Unit` objects are built on first use of
     ``units`` (the per-source step never reads them; prompts and reports do)."""
 
     source_id: str
-    # (unit ids, speakers, texts), in document order: what ``units`` is built from.
-    unit_columns: tuple[Sequence[int], Sequence[str], Sequence[str]] = field(repr=False)
+    # What ``units`` is built from, in document order: anything with ``unit_id``, ``speaker``
+    # and ``text`` (the typed decoder's unit records, kept as decoded: the per-source step
+    # never reads a speaker or a text, so no column of them is built for it).
+    unit_records: Sequence[Any] = field(repr=False)
     chunks: Mapping[str, Chunk]
     index: DocumentIndex = field(repr=False)
     _units: tuple[Unit, ...] | None = field(default=None, repr=False)
@@ -101,7 +106,8 @@ class Transcript:
     def units(self) -> tuple[Unit, ...]:
         units = self._units
         if units is None:
-            units = tuple(map(Unit, *self.unit_columns))
+            records = self.unit_records
+            units = tuple(map(Unit, map(_unit_id, records), map(_speaker, records), map(_text, records)))
             object.__setattr__(self, "_units", units)
         return units
 
@@ -202,7 +208,8 @@ def transcript_from_record(record: Any) -> Transcript:
         if chunk is None:
             chunk = _checked_chunk(raw, n, index, chunks, where)
         chunks[chunk.chunk_id] = chunk
-    return Transcript(source_id, (unit_ids, speakers, texts), chunks, index)
+    units = tuple(map(Unit, unit_ids, speakers, texts))
+    return Transcript(source_id, units, chunks, index, units)
 
 
 # (unit ids, speakers, texts, unit id -> document position) of a transcript's units.
@@ -388,7 +395,6 @@ class _TranscriptRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 
 _decode_transcript_record = msgspec.json.Decoder(_TranscriptRecord).decode
-_unit_id, _speaker, _text = attrgetter("unit_id"), attrgetter("speaker"), attrgetter("text")
 
 
 def _well_formed_transcript(raw: bytes) -> Transcript | None:
@@ -415,5 +421,4 @@ def _well_formed_transcript(raw: bytes) -> Transcript | None:
         if chunk is None:
             return None
         chunks[chunk.chunk_id] = chunk
-    unit_columns = (unit_ids, tuple(map(_speaker, units)), tuple(map(_text, units)))
-    return Transcript(source_id, unit_columns, chunks, index)
+    return Transcript(source_id, units, chunks, index)

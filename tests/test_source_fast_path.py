@@ -25,7 +25,7 @@ def outcome(parse, raw: bytes) -> str:
         return repr(("error", type(exc), str(exc)))
     chunks = [(key, c.chunk_id, c.kind, c.unit_ids, c.sorted_positions) for key, c in t.chunks.items()]
     index = (t.index.source_id, sorted(t.index.positions.items()), t.index.unit_ids_in_order)
-    return repr(("transcript", t.source_id, t.unit_columns, t.units, chunks, index))
+    return repr(("transcript", t.source_id, t.units, chunks, index))
 
 
 def assert_same_outcome(raw: bytes) -> None:
