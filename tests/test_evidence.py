@@ -231,3 +231,48 @@ def test_order_records_equals_its_definition(doc, evidence_lists):
     adapted = order_records(index, records)
     assert adapted.records == expected
     assert adapted.earliest_evidence_unit_id == reference_earliest(index, [r for rec in expected for r in rec.evidence])
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents(), st.lists(ref_lists, max_size=5), st.booleans())
+def test_source_reference_issues_equals_its_definition(doc, evidence_lists, has_chunk):
+    """The shared validator of the extraction families reports, per record and range, exactly
+    what check_source_references reports called on every record (it only skips records whose
+    ranges all pass); subjects are built only for records that fail."""
+    from types import SimpleNamespace
+
+    from domain.families.base import EvaluationContext
+    from domain.families.common import check_source_references, source_reference_issues
+    from domain.issues import IssueCollector
+
+    ids, index, chunk = doc
+    transcript = SimpleNamespace(source_id="s", index=index)
+    ctx = EvaluationContext(transcript, chunk if has_chunk else None)
+    records = [SimpleNamespace(name=f"r{n}", evidence=tuple(refs)) for n, refs in enumerate(evidence_lists)]
+    asked = []
+
+    def subject_of(record):
+        asked.append(record.name)
+        return f"The record {record.name}"
+
+    expected = IssueCollector("x.source_reference")
+    for n, record in enumerate(records):
+        check_source_references(expected, ctx, f"The record {record.name}", record.evidence, f"items[{n}]")
+    assert source_reference_issues("x.source_reference", ctx, records, subject_of, "items") == expected.issues()
+    failing = {record.name for record in records
+               if not all(span_within_chunk(index, ctx.chunk, ref) for ref in record.evidence)}
+    assert set(asked) <= failing
+
+
+def test_a_range_of_another_source_is_an_operator_finding_not_a_crash():
+    """Its unit ids may well exist in this transcript (before, the gap branch then failed on an
+    empty gap); the producer never writes a source id, so no correction is addressed to it."""
+    from domain.families.base import EvaluationContext
+    from domain.families.common import check_source_references
+    from domain.issues import IssueCollector
+
+    out = IssueCollector("x.source_reference")
+    check_source_references(out, EvaluationContext(T, T.chunk("x-1")), "The record", (SourceRef("other", 3, 7),),
+                            "items[0]")
+    (issue,) = out.issues()
+    assert (issue.reason_code, issue.location, issue.correction) == ("foreign_source", "items[0].evidence[0]", None)

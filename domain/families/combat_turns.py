@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
-from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
+from domain.families.common import adapt_evidence, cited, order_records, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
@@ -111,10 +110,7 @@ def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
 
 
 def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    out = IssueCollector("combat_turns.source_reference")
-    for n, rec in enumerate(adapted.records):
-        check_source_references(out, ctx, partial(subject, rec), rec.evidence, f"{LIST_FIELD}[{n}]")
-    return out.issues()
+    return source_reference_issues("combat_turns.source_reference", ctx, adapted.records, subject, LIST_FIELD)
 
 
 def durable_record(rec: TurnRecord) -> dict:

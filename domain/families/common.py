@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
 
 import orjson
@@ -101,9 +101,15 @@ def check_source_references(
     for n, ref in enumerate(refs):
         if span_within_chunk(index, chunk, ref):
             continue
+        where = f"{location}.evidence[{n}]"
+        if ref.source_id != index.source_id:
+            # The model writes unit ids only; adapters cite the current source. A range of
+            # another source is our bug, so it is reported to operators, never to the producer.
+            collector.add("foreign_source", where,
+                          f"evidence cites source {ref.source_id!r}, not the current source {index.source_id!r}", None)
+            continue
         subject = subject_text(subject)
         cited = render_range(ref.start_unit_id, ref.end_unit_id, index)
-        where = f"{location}.evidence[{n}]"
         extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
         unresolved = list(dict.fromkeys(u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None))
         if unresolved:
@@ -151,6 +157,26 @@ def check_source_references(
                 Correction(subject, cited, "Its range reaches beyond the transcript excerpt you were given.",
                            f"Cite only units inside the excerpt ({extent}), or drop the record if it has none."),
             )
+
+
+def source_reference_issues(
+    validator: str, ctx: EvaluationContext, records: Sequence[Any], subject_of: Callable[[Any], str], list_field: str,
+) -> tuple[Issue, ...]:
+    """:func:`check_source_references` over every record of a candidate (each has ``evidence``),
+    a record's ranges located at ``<list_field>[n].evidence[i]``: the validator of the nine
+    extraction families. A record whose every range lies inside the chunk costs one
+    containment test per range; its subject and location are built only for a record with a
+    range that does not."""
+    index, chunk = ctx.transcript.index, ctx.chunk
+    out: IssueCollector | None = None
+    for n, rec in enumerate(records):
+        for ref in rec.evidence:
+            if not span_within_chunk(index, chunk, ref):
+                if out is None:
+                    out = IssueCollector(validator)
+                check_source_references(out, ctx, partial(subject_of, rec), rec.evidence, f"{list_field}[{n}]")
+                break
+    return () if out is None else out.issues()
 
 
 def cited(refs: Sequence[SourceRef], known: Container = ()) -> str:

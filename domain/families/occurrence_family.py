@@ -30,10 +30,10 @@ from domain.families.base import (
 from domain.families.common import (
     adapt_evidence,
     check_membership,
-    check_source_references,
     cited,
     order_records,
     raw_text,
+    source_reference_issues,
 )
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name
@@ -122,10 +122,7 @@ class OccurrenceFamily:
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-        out = IssueCollector(f"{self.key}.source_reference")
-        for n, rec in enumerate(adapted.records):
-            check_source_references(out, ctx, partial(self.subject, rec), rec.evidence, f"{LIST_FIELD}[{n}]")
-        return out.issues()
+        return source_reference_issues(f"{self.key}.source_reference", ctx, adapted.records, self.subject, LIST_FIELD)
 
     # --- outputs ---------------------------------------------------------------------------
 

@@ -26,9 +26,9 @@ from domain.families.base import (
 from domain.families.common import (
     adapt_evidence,
     check_registry_identity,
-    check_source_references,
     order_records,
     raw_text,
+    source_reference_issues,
 )
 from domain.frozen import quick_init
 from domain.issues import Issue, IssueCollector, quote_name
@@ -97,10 +97,8 @@ class RegistryFamily:
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-        out = IssueCollector(f"{self.key}.source_reference")
-        for n, rec in enumerate(adapted.records):
-            check_source_references(out, ctx, partial(self.subject, rec), rec.evidence, f"{self.list_field}[{n}]")
-        return out.issues()
+        return source_reference_issues(f"{self.key}.source_reference", ctx, adapted.records, self.subject,
+                                       self.list_field)
 
     # --- outputs ----------------------------------------------------------------------------
 

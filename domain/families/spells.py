@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
-from domain.families.common import adapt_evidence, check_source_references, cited, order_records, raw_text
+from domain.families.common import adapt_evidence, cited, order_records, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
 from domain.source import Transcript
@@ -143,10 +143,7 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
 
 
 def validate_source_references(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    out = IssueCollector("spells.source_reference")
-    for n, rec in enumerate(adapted.records):
-        check_source_references(out, ctx, partial(subject, rec), rec.evidence, f"spells[{n}]")
-    return out.issues()
+    return source_reference_issues("spells.source_reference", ctx, adapted.records, subject, "spells")
 
 
 def durable_record(rec: SpellRecord) -> dict:
