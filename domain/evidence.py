@@ -151,6 +151,15 @@ def canonical_spans(index: DocumentIndex, spans: Iterable[tuple[str | None, Any,
     return tuple(SourceRef(*span) for span, _ in sorted(keyed.items(), key=_second))
 
 
+def canonical_span(index: DocumentIndex, ref_source: str | None, start: Any, end: Any) -> tuple[SourceRef]:
+    """``canonical_spans`` of one range (most records cite one): its endpoints ordered, with
+    no sorting or de-duplication to do."""
+    resolved = range_positions(index.source_id, index.positions, ref_source, start, end)
+    if resolved is not None and resolved[0] > resolved[1]:  # written backwards: lossless ordering
+        return (SourceRef(ref_source, end, start),)
+    return (SourceRef(ref_source, start, end),)
+
+
 def _second(item: tuple) -> Any:
     return item[1]
 

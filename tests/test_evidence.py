@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from domain.evidence import (
     SourceRef,
     canonical_evidence,
+    canonical_span,
+    canonical_spans,
     earliest_evidence_unit_id,
     earliest_of_sort_keys,
     earliest_position,
@@ -205,6 +207,12 @@ def test_canonical_evidence_equals_its_definition(doc, refs, source):
     from_keys = earliest_of_sort_keys(index, evidence_sort_keys(index, refs))
     assert from_keys == earliest_position(index, refs)
     assert from_keys is None or from_keys == (index.position(expected_earliest), expected_earliest)
+    if len(refs) == 1:  # the one-range shortcut adapters take
+        (ref,) = refs
+        one = canonical_span(index, ref.source_id, ref.start_unit_id, ref.end_unit_id)
+        assert one == canonical_spans(index, [(ref.source_id, ref.start_unit_id, ref.end_unit_id)])
+        if source == "s":
+            assert one == out
     if source == "s":
         assert evidence_is_canonical(index, out)
     keys = [evidence_sort_key(index, ref) for ref in refs]

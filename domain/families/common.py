@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Container, Sequence
 
 import orjson
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every proces
     from jsonschema import Draft202012Validator
 
 from domain.assets import llm_schema_path, load_json_asset
-from domain.evidence import SourceRef, canonical_spans, earliest_position, span_within_chunk
+from domain.evidence import SourceRef, canonical_span, canonical_spans, earliest_position, span_within_chunk
 from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
 from domain.issues import (
     Correction,
@@ -36,7 +36,7 @@ from domain.source import Chunk, DocumentIndex, Transcript, chunk_contains_posit
 
 # --- adaptation -----------------------------------------------------------------
 
-def adapt_evidence(transcript: Transcript, evidence: Iterable[Evidence]) -> tuple[SourceRef, ...]:
+def adapt_evidence(transcript: Transcript, evidence: Sequence[Evidence]) -> tuple[SourceRef, ...]:
     """Model evidence -> canonical source references of the current source.
 
     Every extraction adapter goes through here: endpoints ordered by document
@@ -44,6 +44,9 @@ def adapt_evidence(transcript: Transcript, evidence: Iterable[Evidence]) -> tupl
     de-duplicated (``canonical_evidence``, without a SourceRef per range written).
     """
     source_id = transcript.source_id
+    if len(evidence) == 1:
+        (item,) = evidence
+        return canonical_span(transcript.index, source_id, item.start_unit_id, item.end_unit_id)
     return canonical_spans(transcript.index, ((source_id, item.start_unit_id, item.end_unit_id) for item in evidence))
 
 
