@@ -427,6 +427,8 @@ class _SlotDecider:
         self.chunk_registry_names: dict[str, set[str]] = defaultdict(set)
         # Per registry kind: the accepted reconciled registry's folded names; it replaces the union.
         self.reconciled_names: dict[str, frozenset[str]] = {}
+        # Per registry kind: the view occurrence slots see, built once until that kind's registry changes.
+        self.registry_views: dict[str, RegistryView] = {}
         self.artifacts: list[dict] = []
         # Per artifact, in the same order: (family, index of its accepted evaluation row).
         self.artifact_rows: list[tuple[str, int]] = []
@@ -509,18 +511,27 @@ class _SlotDecider:
                 return None
             return EvaluationContext(self.transcript, None, registry_entries=listed_entries(self.transcript, registries))
         if spec.needs_registry:
-            prior = self.prior_names.get(kind)
-            if kind in self.reconciled_names:
-                names = self.reconciled_names[kind]
-            elif self.chunk_registries.get(kind):
-                names = frozenset(self.chunk_registry_names[kind])
-            elif prior is not None:
-                names = frozenset()
-            else:
-                return None
-            return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id),
-                                     RegistryView(kind, names | (prior or frozenset())))
+            view = self.registry_views.get(kind)
+            if view is None:
+                view = self._registry_view(kind)
+                if view is None:
+                    return None
+                self.registry_views[kind] = view
+            return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id), view)
         return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id))
+
+    def _registry_view(self, kind: str) -> RegistryView | None:
+        """The names an occurrence of ``kind`` may use; None when no registry of it exists yet."""
+        prior = self.prior_names.get(kind)
+        if kind in self.reconciled_names:
+            names = self.reconciled_names[kind]
+        elif self.chunk_registries.get(kind):
+            names = frozenset(self.chunk_registry_names[kind])
+        elif prior is not None:
+            names = frozenset()
+        else:
+            return None
+        return RegistryView(kind, names | (prior or frozenset()))
 
     def check_artifact_ids(self) -> None:
         """Per-source invariant: artifact ids are unique. A failure is an operator diagnostic only."""
@@ -590,6 +601,7 @@ class _SlotDecider:
     def _remember_registry(self, spec: FamilySpec, chunk_id: str, records: tuple[Any, ...]) -> None:
         assert spec.registry_names is not None and spec.registry_kind is not None
         names = {fold_name(n) for record in records for n in spec.registry_names(record) if n.strip()}
+        self.registry_views.pop(spec.registry_kind, None)
         if spec.role == ROLE_REGISTRY:
             self.chunk_registries[spec.registry_kind].append((chunk_id, records))
             self.chunk_registry_names[spec.registry_kind].update(names)

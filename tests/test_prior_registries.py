@@ -107,3 +107,23 @@ def test_registry_artifacts_with_unhashable_family_or_numeric_aliases_are_dead_l
     result = process_source(SOURCE, [TRANSCRIPT], [], prior_registry_lines=lines)
     assert [d["reason"] for d in result.dead_letters] == [
         "prior artifact of family [1] is not a registry", "prior registry record aliases must be a list of strings"]
+
+
+def test_the_registry_view_follows_each_accepted_registry():
+    """Occurrence slots share one view of a kind's names until that kind's registry changes
+    (role order accepts registries first; the view must not outlive a change in any order)."""
+    from collections import Counter
+
+    from domain.families import FAMILIES
+    from domain.reprocess import RunConfig, _SlotDecider
+    from domain.source import parse_transcript
+
+    decider = _SlotDecider(parse_transcript(TRANSCRIPT), RunConfig(), Counter(), {"npc": frozenset({"vex"})})
+    occurrences, registry = FAMILIES["npc-occurrences"], FAMILIES["npc-registry"]
+    first = decider._context(occurrences, "x-1").registry
+    assert first.knows("Vex") and not first.knows("Scanlan")
+    assert decider._context(occurrences, "x-1").registry is first  # built once
+    record = type("Record", (), {"name": "Scanlan", "aliases": ("Scanlan Shorthalt",)})()
+    decider._remember_registry(registry, "x-1", (record,))
+    after = decider._context(occurrences, "x-1").registry
+    assert after.knows("Vex") and after.knows("scanlan shorthalt")
