@@ -16,6 +16,10 @@ the loop and the job the difference is mostly the job's fixed part.
 repository (e.g. ``git worktree add ../base HEAD~1``), each on its own
 sources; compiled configurations run on this checkout's compiled build
 (``bench.compiled``). Linux with valgrind installed (``apt install valgrind``).
+
+``make bench`` (``bench.run``) adds the section of :func:`section`: the loop and
+the job counted at two archive sizes, so the fixed part (start-up, imports,
+graph) and the instructions each further candidate costs come apart.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 from bench.archive import REPO, ArchiveSpec, ensure_archive
 from bench.procs import checkout_bytecode
 from bench.run import CONFIGS, command, compiled_environment
-from bench.stats import markdown_table
+from bench.stats import linear_fit, markdown_table
 
 DEFAULT_CONFIGS = "loop,direct,loop-compiled,direct-compiled"
 _SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
@@ -63,6 +67,63 @@ def environment_for(checkout: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
 
 
+def count_configuration(config, archive, checkout: Path = REPO) -> int:
+    """Instructions one run of ``config`` executes on ``archive`` (JSON Lines outputs)."""
+    with tempfile.TemporaryDirectory() as output:
+        env = {**(compiled_environment() if config.compiled else environment_for(checkout)),
+               "PYTHONHASHSEED": "0"}  # the same set and dict orders in every run: the same count
+        return counted(command(config, archive, Path(output) / "out", "jsonl"), checkout, env)
+
+
+def refuse_multi_processing(configs) -> None:
+    multi = [c.key for c in configs if any("multi_processing" in option for option in c.extra)]
+    if multi:
+        raise SystemExit(f"{multi}: callgrind counts one process; multi-processing workers would be missed")
+
+
+def fixed_and_marginal(points: list[tuple[int, int]]) -> tuple[float, float] | None:
+    """(fixed part, instructions per further candidate) of a configuration counted at
+    (candidates, instructions) points: the least-squares line; None with fewer than two sizes."""
+    return linear_fit([n for n, _ in points], [i for _, i in points])
+
+
+def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict, log) -> str:
+    """The instruction counts of ``config_keys`` at each archive size, as a report section."""
+    title = "## Instructions (callgrind)\n\n"
+    if shutil.which("valgrind") is None:
+        return title + "Not counted: valgrind is not installed here (`apt install valgrind`)."
+    configs = [CONFIGS[key] for key in config_keys]
+    refuse_multi_processing(configs)
+    archives = [ensure_archive(ArchiveSpec.at_density(n), cache, log) for n in sizes]
+    checkout_bytecode(REPO)
+    result: dict[str, dict] = {}
+    for config in configs:
+        points = []
+        for archive in archives:
+            log(f"  instructions {config.key} at {archive.candidates_in:,} candidates")
+            points.append((archive.candidates_in, count_configuration(config, archive)))
+        fit = fixed_and_marginal(points)
+        result[config.key] = {"points": points, "fixed": fit and fit[0], "per_candidate": fit and fit[1]}
+    report["instructions"] = result
+    rows = []
+    for config in configs:
+        r = result[config.key]
+        counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in r["points"])
+        fit = ("-", "-") if r["fixed"] is None else (f"{r['fixed'] / 1e9:.2f}", f"{r['per_candidate'] / 1e3:.1f}")
+        rows.append([config.label, counted_at, *fit])
+    text = (title + "Instructions each run executes under valgrind's callgrind (one process, PYTHONHASHSEED=0): "
+            "the same code on the same archive gives the same count, whatever the machine's speed. The line "
+            "through the sizes splits a run into its fixed part and what each further candidate costs.\n\n"
+            + markdown_table(["configuration", "counted", "fixed part, G", "k instructions per further candidate"],
+                             rows, "lrrr"))
+    loop, job = result.get("loop"), result.get("direct")
+    if loop and job and loop["per_candidate"] and job["per_candidate"]:
+        text += (f"\n\n- per further candidate, the job in-process executes "
+                 f"{job['per_candidate'] / loop['per_candidate']:.3f}x the loop's instructions; its fixed part is "
+                 f"{(job['fixed'] - loop['fixed']) / 1e9:.2f} G more")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n")[0])
     p.add_argument("--candidates", type=int, default=5_000)
@@ -73,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         raise SystemExit("bench.instructions needs valgrind (apt install valgrind)")
     configs = [CONFIGS[c] for c in args.configs.split(",") if c]
-    multi = [c.key for c in configs if any("multi_processing" in option for option in c.extra)]
-    if multi:
-        raise SystemExit(f"{multi}: callgrind counts one process; multi-processing workers would be missed")
+    refuse_multi_processing(configs)
     checkouts = [(REPO / c).resolve() for c in args.checkouts.split(",") if c]
     archive = ensure_archive(ArchiveSpec.at_density(args.candidates), args.cache)
     for checkout in checkouts:
@@ -84,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     first: dict[str, int] = {}  # per configuration, the count on the first checkout
     for config in configs:
         for checkout in checkouts[:1] if config.compiled else checkouts:
-            with tempfile.TemporaryDirectory() as output:
-                env = {**(compiled_environment() if config.compiled else environment_for(checkout)),
-                       "PYTHONHASHSEED": "0"}  # the same set and dict orders in every run: the same count
-                n = counted(command(config, archive, Path(output) / "out", "jsonl"), checkout, env)
+            n = count_configuration(config, archive, checkout)
             base = first.setdefault(config.key, n)
             print(f"  {config.key:<18} {checkout}  {n / 1e9:7.3f} G instructions", file=sys.stderr, flush=True)
             rows.append([config.label, str(checkout), f"{n / 1e9:.3f}", f"{n / archive.candidates_in / 1e3:.1f}",

@@ -17,6 +17,9 @@
    ``--report-sizes`` and each output format, the job in-process writes a
    folder, then ``python -m pipelines.report`` reads it; both measured.
 4. Micro-benchmarks of the hot path (``bench.micro``), in this process.
+5. Instructions: the loop and the job in-process counted under callgrind at
+   two small sizes (``bench.instructions``), the one measure the machine's
+   speed does not move. Then Flink (``bench.flink``) and PySpark (``bench.peers``).
 
 Writes ``<results>/results-<time>.json`` and ``<results>/latest.md`` and prints the tables.
 """
@@ -330,6 +333,9 @@ def parse_args(argv):
                    help="candidate counts for the PySpark peer section (bench.peers; '' to skip); add 1000000 for 1M")
     p.add_argument("--peer-partitions", default="2,4,8", help="PySpark cogroup partition counts to try")
     p.add_argument("--peer-runs", type=int, default=3, help="rounds of the peer section (1M runs once)")
+    p.add_argument("--instruction-sizes", default="5000,10000",
+                   help="archive sizes the loop and the job are counted at under callgrind (bench.instructions; '' to skip)")
+    p.add_argument("--instruction-configs", default="loop,direct")
     p.add_argument("--skip-side-by-side", action="store_true")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
@@ -467,6 +473,13 @@ def main(argv: list[str] | None = None) -> int:
         sections.append("## The report against the job (in-process) that wrote its folder\n\n" + report_table(points))
     if not args.no_micro:
         sections.append(micro_section(args, base, report, log))
+    instruction_sizes = [int(s) for s in args.instruction_sizes.split(",") if s.strip()]
+    if instruction_sizes:
+        from bench import instructions
+
+        log(f"instructions over {instruction_sizes}")
+        sections.append(instructions.section(instruction_sizes, [c for c in args.instruction_configs.split(",") if c],
+                                             args.cache, report, log))
     flink_sizes = [int(s) for s in args.flink_sizes.split(",") if s.strip()]
     if flink_sizes:
         from bench import flink

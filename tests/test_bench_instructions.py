@@ -38,3 +38,28 @@ def test_multi_processing_configurations_are_refused_before_anything_runs(monkey
     monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/valgrind")
     with pytest.raises(SystemExit, match="callgrind counts one process"):
         main(["--configs", "loop-compiled,direct-mp2"])
+
+
+def test_a_configuration_counted_at_two_sizes_splits_into_fixed_part_and_per_candidate_cost():
+    from bench.instructions import fixed_and_marginal
+
+    fixed, per_candidate = fixed_and_marginal([(5_000, 3_200_000_000), (10_000, 5_900_000_000)])
+    assert per_candidate == pytest.approx(540_000)
+    assert fixed == pytest.approx(500_000_000)
+    assert fixed_and_marginal([(5_000, 3_200_000_000)]) is None
+
+
+def test_the_section_says_why_when_valgrind_is_missing(monkeypatch, tmp_path):
+    from bench.instructions import section
+
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    text = section([5_000], ["loop"], tmp_path, {}, print)
+    assert text.startswith("## Instructions") and "valgrind is not installed" in text
+
+
+def test_the_section_refuses_multi_processing_before_counting(monkeypatch, tmp_path):
+    from bench.instructions import section
+
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/valgrind")
+    with pytest.raises(SystemExit, match="callgrind counts one process"):
+        section([5_000], ["loop", "direct-mp2"], tmp_path, {}, print)
