@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Annotated, Any, Callable, Mapping, Sequence
 
 import msgspec
 import orjson
@@ -88,16 +89,25 @@ class DocumentIndex:
 _unit_id, _speaker, _text = attrgetter("unit_id"), attrgetter("speaker"), attrgetter("text")
 
 
+def _units_of_records(records: Sequence[Any]) -> tuple[Unit, ...]:
+    """Units of decoded unit records (anything with ``unit_id``, ``speaker`` and ``text``)."""
+    return tuple(map(Unit, map(_unit_id, records), map(_speaker, records), map(_text, records)))
+
+
+def _units_of_columns(unit_ids: Sequence[int], speakers: Sequence[str], texts: Sequence[str]) -> tuple[Unit, ...]:
+    return tuple(map(Unit, unit_ids, speakers, texts))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Transcript:
     """A usable transcript. Its :class:`Unit` objects are built on first use of
     ``units`` (the per-source step never reads them; prompts and reports do)."""
 
     source_id: str
-    # What ``units`` is built from, in document order: anything with ``unit_id``, ``speaker``
-    # and ``text`` (the typed decoder's unit records, kept as decoded: the per-source step
-    # never reads a speaker or a text, so no column of them is built for it).
-    unit_records: Sequence[Any] = field(repr=False)
+    # Builds ``units``, in document order, on first use. The per-source step never reads a
+    # speaker or a text, so neither path builds anything for it: the typed decoder keeps its
+    # unit records as decoded, the record path its checked columns.
+    build_units: Callable[[], tuple[Unit, ...]] = field(repr=False)
     chunks: Mapping[str, Chunk]
     index: DocumentIndex = field(repr=False)
     _units: tuple[Unit, ...] | None = field(default=None, repr=False)
@@ -106,8 +116,7 @@ class Transcript:
     def units(self) -> tuple[Unit, ...]:
         units = self._units
         if units is None:
-            records = self.unit_records
-            units = tuple(map(Unit, map(_unit_id, records), map(_speaker, records), map(_text, records)))
+            units = self.build_units()
             object.__setattr__(self, "_units", units)
         return units
 
@@ -208,8 +217,7 @@ def transcript_from_record(record: Any) -> Transcript:
         if chunk is None:
             chunk = _checked_chunk(raw, n, index, chunks, where)
         chunks[chunk.chunk_id] = chunk
-    units = tuple(map(Unit, unit_ids, speakers, texts))
-    return Transcript(source_id, units, chunks, index, units)
+    return Transcript(source_id, partial(_units_of_columns, unit_ids, speakers, texts), chunks, index)
 
 
 # (unit ids, speakers, texts, unit id -> document position) of a transcript's units.
@@ -421,4 +429,4 @@ def _well_formed_transcript(raw: bytes) -> Transcript | None:
         if chunk is None:
             return None
         chunks[chunk.chunk_id] = chunk
-    return Transcript(source_id, units, chunks, index)
+    return Transcript(source_id, partial(_units_of_records, units), chunks, index)

@@ -68,8 +68,11 @@ def test_values_are_frozen():
         t.units[0].unit_id = 5
 
 
-def test_units_are_built_on_first_use_in_document_order():
-    t = transcript_from_record(record())
+@pytest.mark.parametrize("parse", [transcript_from_record, lambda r: parse_transcript(orjson.dumps(r))],
+                         ids=["record path", "typed path"])
+def test_units_are_built_on_first_use_in_document_order(parse):
+    t = parse(record())
+    assert t._units is None  # neither path builds them for the per-source step, which never reads them
     assert [(u.unit_id, u.speaker, u.text) for u in t.units] == [(10, "MATT", "t10"), (3, "MATT", "t3"), (7, "MATT", "t7")]
     assert t.units is t.units  # built once
     assert t.unit(3).text == "t3" and t.unit(99) is None
