@@ -107,7 +107,8 @@ REVISION_COUNTS = (("refresh_due", "slots_to_refresh"), ("refresh", "refresh_req
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
     """Prompt revisions (SPEC §6.1), per family and in total:
 
-    - ``slots_to_refresh``: slots with no current attempt, not deferred, without a retry request;
+    - ``slots_to_refresh``: slots with no current attempt, not deferred, without a retry request,
+      whose highest attempt is below ``MAX_ATTEMPT_NUMBER`` (``domain.revision.refresh_due``);
     - ``refresh_requests``: refresh requests written (0 unless ``--refresh-stale``), one per such slot;
     - ``excerpt_chars``: characters of transcript excerpt (reconciliations: entry list) they send;
     - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;

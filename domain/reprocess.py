@@ -43,7 +43,15 @@ from domain.frozen import quick_init
 from domain.records import dead_letter_row, json_error_summary, shown_value
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
-from domain.revision import KIND_REFRESH, KIND_RETRY, choose_accepted, is_current, next_attempt, refresh_due
+from domain.revision import (
+    KIND_REFRESH,
+    KIND_RETRY,
+    MAX_ATTEMPT_NUMBER,
+    choose_accepted,
+    is_current,
+    next_attempt,
+    refresh_due,
+)
 from domain.source import Transcript, TranscriptError, parse_transcript
 
 SCHEMA_VERSION = "v1"
@@ -58,13 +66,13 @@ VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
 VERDICT_DEFERRED = "deferred"
 
-MAX_ATTEMPT_NUMBER = 2**31 - 1
-
 OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
 
 
 @dataclass(frozen=True)
 class RunConfig:
+    # A slot is retried while its latest attempt is below this; whatever its value, no request
+    # asks for an attempt beyond MAX_ATTEMPT_NUMBER (a failing slot at the bound is exhausted).
     max_attempts: int = 3
     # None: every family. Candidates of known families outside the set are counted as filtered.
     families: frozenset[str] | None = None
@@ -472,6 +480,9 @@ class _SlotDecider:
                 verdict = VERDICT_REJECTED
             self._evaluation(cand, verdict, result.issues, result.endpoints_reordered)
 
+        # Attempts are sorted by number, so the last is the slot's highest: at the bound no
+        # request can be numbered (the envelope would refuse its answer), whatever the budget.
+        attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
         retried = False
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
@@ -486,13 +497,14 @@ class _SlotDecider:
             self.artifact_rows.append((spec.key, accepted_row))
         else:
             latest, latest_result = results[-1]
-            if latest.attempt < self.config.max_attempts:
+            if latest.attempt < self.config.max_attempts and not attempts_spent:
                 retried = True
                 self.counts[count_key("outcome", spec.key, "retry")] += 1
                 self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
             else:
                 self.counts[count_key("outcome", spec.key, "exhausted")] += 1
-        if refresh_due(has_current=any(current), deferred=False, retried=retried):
+        if refresh_due(has_current=any(current), deferred=False, retried=retried,
+                       attempts_spent=attempts_spent):
             self.counts[count_key("revision", spec.key, "refresh_due")] += 1
             if self.config.refresh_stale:
                 replaced = accepted[0] if accepted is not None else results[-1][0]

@@ -12,6 +12,11 @@ With ``--refresh-stale`` a slot that has no current attempt, is not deferred
 and gets no retry request in this run gets one refresh request: extract the
 chunk again under the current prompt, without correction guidance. Pure
 functions only: the slot decider calls them.
+
+Attempt numbers are bounded (:data:`MAX_ATTEMPT_NUMBER`): the candidate
+envelope accepts no other, so no request, retry or refresh, ever asks for an
+attempt beyond it. A slot whose highest attempt is the bound has spent its
+attempt space: it gets no request (a failing one is exhausted).
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ from typing import Sequence
 KIND_RETRY = "retry"
 KIND_REFRESH = "refresh"
 REQUEST_KINDS = (KIND_RETRY, KIND_REFRESH)
+
+# The highest attempt number: the candidate envelope accepts attempts 1..this (the signed 32-bit
+# range), so a request for a later attempt could never be answered. The one definition: the
+# envelope, the slot decider and the --max-attempts option import it from here.
+MAX_ATTEMPT_NUMBER = 2**31 - 1
 
 
 def is_current(prompt_fingerprint: str, schema_fingerprint: str, current: tuple[str, str]) -> bool:
@@ -44,15 +54,27 @@ def choose_accepted(passed: Sequence[bool], current: Sequence[bool]) -> int | No
     return passing[0]
 
 
-def refresh_due(*, has_current: bool, deferred: bool, retried: bool) -> bool:
-    """Whether a slot is one to refresh: no current attempt, not deferred, no retry request now.
+def refresh_due(*, has_current: bool, deferred: bool, retried: bool, attempts_spent: bool = False) -> bool:
+    """Whether a slot is one to refresh: no current attempt, not deferred, no retry request now,
+    and an attempt number left for the request.
 
     (``--refresh-stale`` decides whether the request is written; the count of due
-    slots is reported either way.)
+    slots, the manifest's ``slots_to_refresh``, is reported either way.) A slot
+    whose attempts are spent (its highest attempt is ``MAX_ATTEMPT_NUMBER``) is
+    not a slot to refresh: no refresh request can be numbered for it, so
+    counting it would promise a request ``--refresh-stale`` cannot write, and
+    ``slots_to_refresh`` stays the number of refresh requests the flag writes.
     """
-    return not has_current and not deferred and not retried
+    return not has_current and not deferred and not retried and not attempts_spent
 
 
 def next_attempt(attempts: Sequence[int]) -> int:
-    """The attempt number of any new request for the slot: one more than the highest seen."""
-    return max(attempts) + 1
+    """The attempt number of any new request for the slot: one more than the highest seen.
+
+    Raises ValueError when that is beyond ``MAX_ATTEMPT_NUMBER``: such a slot gets
+    no request (the slot decider checks before asking).
+    """
+    attempt = max(attempts) + 1
+    if attempt > MAX_ATTEMPT_NUMBER:
+        raise ValueError(f"attempt {attempt} is beyond the highest attempt number {MAX_ATTEMPT_NUMBER}")
+    return attempt
