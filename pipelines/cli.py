@@ -25,6 +25,15 @@ SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipeli
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:  # before a command held its folder (an interruption after: pipelines.guards)
+        from pipelines.guards import interrupted
+
+        raise interrupted("notarius-reprocess", None) from None
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
     from transforms.warm_workers import start_early

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
+import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from domain.families import FAMILIES
-from transforms.files import matching_files
+from domain.revision import MAX_ATTEMPT_NUMBER
+from transforms.files import is_local, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# The largest integer any output (Avro long, the manifest's JSON through orjson) can hold.
+INT64_MAX = 2**63 - 1
 
 
 class OptionsError(ValueError):
@@ -32,9 +37,12 @@ class JobOption:
     default: Any = None
     type: Any = str
     choices: tuple[str, ...] | None = None
-    minimum: int | None = None  # integer options: the smallest value that makes sense
+    minimum: float | None = None  # numeric options: the smallest value that makes sense
+    maximum: float | None = None  # numeric options: the largest (integers: at most INT64_MAX in any case)
     switch: bool = False  # a flag without a value
     required: bool = False  # checked by check_values, not argparse (see ReprocessOptions)
+    non_empty: bool = False  # a string that must hold more than blanks (a model name)
+    existing_file: bool = False  # a path that must name a readable file, not a folder
 
     @property
     def dest(self) -> str:
@@ -56,7 +64,7 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
               choices=("avro", "jsonl", "parquet")),
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
-              type=int, minimum=1),
+              type=int, minimum=1, maximum=MAX_ATTEMPT_NUMBER),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
     JobOption("--refresh-stale", "Write one refresh request per slot that rests only on attempts made under an "
                                  "earlier prompt or schema (SPEC 6.1): a new extraction under the current prompt.",
@@ -76,18 +84,23 @@ def parse_choices(value: str | None, known, flag: str, noun: str) -> frozenset[s
         return None
     chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
     if not chosen:
-        raise SystemExit(f"{flag} {value!r} names no {noun}; known: {', '.join(sorted(known))}")
+        raise OptionsError(f"{flag} {value!r} names no {noun}; known: {', '.join(sorted(known))}")
     unknown = sorted(chosen - set(known))
     if unknown:
-        raise SystemExit(f"{flag}: unknown {noun} {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise OptionsError(f"{flag}: unknown {noun} {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return chosen
 
 
 def required_files(flag: str, pattern: str) -> list[str]:
-    """The files an input pattern matches; none stops the command (a mistyped pattern would read nothing)."""
+    """The files an input pattern matches; none stops the command (a mistyped pattern would read nothing),
+    and so does a pattern naming a folder (it would be read as one unreadable file)."""
     found = matching_files(pattern)
     if not found:
-        raise SystemExit(f"{flag} {pattern!r} matches no files")
+        raise OptionsError(f"{flag} {pattern!r} matches no files")
+    folders = [path for path in found if is_local(path) and os.path.isdir(path)]
+    if folders:
+        raise OptionsError(f"{flag} {pattern!r} names a folder; give a pattern of its files, such as "
+                           f"{folders[0].rstrip('/')}/*")
     return found
 
 
@@ -101,13 +114,7 @@ class ReprocessOptions(PipelineOptions):
     def _add_argparse_args(cls, parser) -> None:
         # Not argparse-required: Beam parses every loaded PipelineOptions subclass with one
         # parser, so a required flag here would break any other pipeline in the process.
-        for option in JOB_OPTIONS:
-            if option.switch:
-                parser.add_argument(*option.spellings, dest=option.dest, action="store_true", default=option.default,
-                                    help=option.help)
-            else:
-                parser.add_argument(*option.spellings, dest=option.dest, default=option.default, type=option.type,
-                                    choices=option.choices, help=option.help)
+        add_options(parser, JOB_OPTIONS)
 
 
 def help_text(prog: str) -> str:
@@ -185,13 +192,86 @@ def check_arguments(argv: Sequence[str], runner: str | None = None, job_flags: S
     return passed_on
 
 
-def check_values(opts: ReprocessOptions) -> None:
-    """Required flags present and every numeric flag within its bounds."""
-    missing = [o.flag for o in JOB_OPTIONS if o.required and not getattr(opts, o.dest)]
+def _value_problem(option: JobOption, value: Any) -> str | None:
+    """Why a parsed value of ``option`` cannot be used, or None."""
+    if value is None or option.switch:
+        return None
+    if option.type in (int, float):
+        if option.type is float and not math.isfinite(value):
+            return f"{option.flag} must be a finite number (got {value})"
+        if option.minimum is not None and value < option.minimum:
+            return f"{option.flag} must be at least {option.minimum:g} (got {value})"
+        maximum = option.maximum if option.maximum is not None else (INT64_MAX if option.type is int else None)
+        if maximum is not None and value > maximum:
+            return f"{option.flag} must be at most {maximum:g} (got {value})" if option.type is float else \
+                f"{option.flag} must be at most {maximum} (got {value})"
+    if option.non_empty and not str(value).strip():
+        return f"{option.flag} must not be empty"
+    if option.existing_file:
+        if is_local(value) and os.path.isdir(value):
+            return f"{option.flag} {value!r} is a folder; name a file"
+        if not (os.path.isfile(value) if is_local(value) else matching_files(value)):
+            return f"{option.flag} {value!r}: no such file"
+    return None
+
+
+def check_option_values(values: Any, table: Sequence[JobOption]) -> None:
+    """Required options present and every value usable (bounds, finite floats, non-empty strings,
+    files that exist): the one check every command's table goes through. ``values``: an object
+    with one attribute per option (a PipelineOptions view, an argparse Namespace)."""
+    missing = [o.flag for o in table if o.required and not getattr(values, o.dest)]
     if missing:
         raise OptionsError(f"missing required option(s): {', '.join(missing)}")
-    for option in JOB_OPTIONS:
-        value = getattr(opts, option.dest)
-        if option.minimum is not None and value < option.minimum:
-            raise OptionsError(f"{option.flag} must be at least {option.minimum} (got {value})")
+    for option in table:
+        problem = _value_problem(option, getattr(values, option.dest))
+        if problem:
+            raise OptionsError(problem)
+
+
+def check_values(opts: ReprocessOptions) -> None:
+    """The job's options: the table's checks, and ``--families`` naming known families."""
+    check_option_values(opts, JOB_OPTIONS)
     parse_families(opts.families)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print its usage and exit 2; one line and exit 1, as the job
+        raise OptionsError(message)
+
+
+def add_options(parser: argparse.ArgumentParser, table: Sequence[JobOption]) -> None:
+    """Declare a table's options on an argparse parser."""
+    for option in table:
+        if option.switch:
+            parser.add_argument(*option.spellings, dest=option.dest, action="store_true", default=option.default,
+                                help=option.help)
+        else:
+            parser.add_argument(*option.spellings, dest=option.dest, default=option.default, type=option.type,
+                                choices=option.choices, help=option.help)
+
+
+def command_parser(prog: str, description: str, table: Sequence[JobOption]) -> argparse.ArgumentParser:
+    """The parser of a subcommand whose options are a table: mistakes raise OptionsError."""
+    parser = _CommandParser(prog=prog, description=description, allow_abbrev=False)
+    add_options(parser, table)
+    return parser
+
+
+def parse_command(prog: str, description: str, table: Sequence[JobOption], argv: Sequence[str],
+                  known_only: bool = False):
+    """Parse and check a subcommand's flags; an operator mistake ends it with one line ("PROG: why"), exit 1.
+
+    ``known_only``: return (values, the arguments left for Beam) instead of refusing them."""
+    parser = command_parser(prog, description, table)
+    if wants_help(argv):
+        parser.print_help()
+        raise SystemExit(0)
+    try:
+        if known_only:
+            values, rest = parser.parse_known_args(list(argv))
+        else:
+            values, rest = parser.parse_args(list(argv)), []
+        check_option_values(values, table)
+    except OptionsError as exc:
+        raise SystemExit(f"{prog}: {exc}") from None
+    return (values, rest) if known_only else values

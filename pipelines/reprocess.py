@@ -35,10 +35,12 @@ from domain.assets import (
 )
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
+from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines import runner_errors
+from pipelines.guards import claimed_output
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
@@ -48,7 +50,7 @@ from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
-from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles, OutputFolderError, prepare_output_folder
+from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles
 from domain.schemagen import arrow_schema_path
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
 
@@ -97,7 +99,7 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     processed = read[KEYED] | "PerSource" >> JoinAndApply(
         functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
 
-    output = opts.output  # normalized by prepare_output_folder
+    output = opts.output  # the real folder (pipelines.guards)
     specs = {artifact_output(key): OutputSpec(join_path(output, ARTIFACTS, key), fmt,
                                               writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
     specs.update({tag: OutputSpec(join_path(output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
@@ -151,33 +153,35 @@ def sample_outputs() -> list[str]:
     return [f"{folder}/part-00000-of-00001{suffix}" for folder in folders for suffix in SUFFIX_FORMATS] + [MANIFEST_NAME]
 
 
-def preflight(argv: Sequence[str]) -> PipelineOptions:
-    """Everything refused before any work starts; --overwrite empties the output folder.
+PROG = "notarius-reprocess"
 
-    Returns the options with ``--output`` normalized (absolute locally)."""
+
+def preflight(argv: Sequence[str]) -> PipelineOptions:
+    """Every option and input refused before any work starts (the output folder: ``output_claim``)."""
     if wants_help(argv):
-        print(help_text("notarius-reprocess"))
+        print(help_text(PROG))
         raise SystemExit(0)
     try:
         options = PipelineOptions(list(argv))
         passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
         opts = options.view_as(ReprocessOptions)
         check_values(opts)
+        for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
+            required_files(flag, pattern)
     except OptionsError as exc:
-        raise SystemExit(f"notarius-reprocess: {exc}") from None
+        raise SystemExit(f"{PROG}: {exc}") from None
     if passed_on:
-        print(f"notarius-reprocess: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
-    for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
-        required_files(flag, pattern)
+        print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
+    return options
+
+
+def output_claim(opts: ReprocessOptions):
+    """The job's hold on ``--output`` (pipelines.guards): checked against every input, locked, emptied
+    with --overwrite (the earlier manifest first)."""
     patterns = {"--transcripts": opts.transcripts, "--candidates": opts.candidates,
                 "--prior-registries": opts.prior_registries}
-    try:
-        folder = prepare_output_folder(opts.output, patterns, sample_outputs(), overwrite=opts.overwrite,
-                                       remove_first=[MANIFEST_NAME])
-    except OutputFolderError as exc:
-        raise SystemExit(f"notarius-reprocess: {exc}") from None
-    opts.output = folder
-    return options
+    return claimed_output(PROG, opts.output, inputs=patterns, writes=sample_outputs(), overwrite=opts.overwrite,
+                          remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME)
 
 
 def run(argv: Sequence[str] | None = None) -> dict:
@@ -189,22 +193,24 @@ def run(argv: Sequence[str] | None = None) -> dict:
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
     runner_name = standard.runner
-    ensure_handler()  # progress lines (stderr) from in-process workers
-    send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runner_workarounds)
-    runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
-    try:
-        with beam.Pipeline(runner=runner, options=options) as pipeline:
-            build_pipeline(pipeline, opts, runner_name)
-    except Exception as error:  # noqa: BLE001 - re-raised unless a runner setting explains it
-        hint = runner_errors.explain(error)
-        if hint is None:
-            raise
-        raise SystemExit(f"{hint}\n\nThe runner's error: {str(error)[:2000]}") from error
-    finally:
-        if zygote is not None:
-            zygote.close()
-    with FileSystems.open(join_path(opts.output, MANIFEST_NAME)) as handle:
-        return orjson.loads(handle.read())
+    with output_claim(opts) as folder:
+        opts.output = folder  # the real folder, links resolved
+        ensure_handler()  # progress lines (stderr) from in-process workers
+        send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runner_workarounds)
+        runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
+        try:
+            with beam.Pipeline(runner=runner, options=options) as pipeline:
+                build_pipeline(pipeline, opts, runner_name)
+        except Exception as error:  # noqa: BLE001 - re-raised unless a runner setting explains it
+            hint = runner_errors.explain(error)
+            if hint is None:
+                raise
+            raise SystemExit(f"{hint}\n\nThe runner's error: {str(error)[:2000]}") from error
+        finally:
+            if zygote is not None:
+                zygote.close()
+        with FileSystems.open(join_path(opts.output, MANIFEST_NAME)) as handle:
+            return orjson.loads(handle.read())
 
 
 def format_summary(manifest: dict, output: str) -> str:
@@ -248,11 +254,28 @@ def refresh_summary(refresh: dict | None) -> list[str]:
     return lines
 
 
+def dead_letter_reasons(manifest: dict) -> dict[str, dict[str, int]]:
+    """input -> reason -> count of the run's dead letters, read only for an input that a warning names."""
+    wanted = inputs_needing_reasons(manifest)
+    if not wanted:
+        return {}
+    from pipelines.outputs import iter_rows
+
+    reasons: dict[str, dict[str, int]] = {name: {} for name in wanted}
+    for row in iter_rows(join_path(manifest["options"]["output"], "dead_letters")):
+        if row.get("input") in reasons:
+            counts = reasons[row["input"]]
+            counts[row["reason"]] = counts.get(row["reason"], 0) + 1
+    return reasons
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv) if argv is not None else sys.argv[1:]
     manifest = run(argv)
     opts = PipelineOptions(argv).view_as(ReprocessOptions)
     print(format_summary(manifest, opts.output))
+    for warning in nothing_usable_warnings(manifest, dead_letter_reasons(manifest)):
+        print(warning)
     holds = all(manifest[block]["holds"] for block in
                 ("conservation", "transcript_conservation", "prior_registry_conservation"))
     return 0 if holds else 2

@@ -57,7 +57,8 @@ def test_a_worker_is_forked_from_the_zygote_with_the_launchers_environment(recor
     assert seen["ppid"] == recording_zygote.process.pid
     assert seen["marker"] == "first"
     assert seen["preloaded"]  # imported once in the zygote, before the request
-    assert seen["interruptible"]  # Ctrl-C stops a worker as it stops one Beam starts
+    # Ctrl-C: the worker falls silent and ends after the runner, which reports it (tests/test_guards.py)
+    assert seen["on_sigint"] == "_end_quietly"
 
 
 def test_ctrl_c_leaves_the_zygote_to_end_with_the_runner(recording_zygote, tmp_path):

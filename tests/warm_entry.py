@@ -10,7 +10,7 @@ def record() -> int:
     with open(os.environ["WARM_OUT"], "w") as handle:
         json.dump({"pid": os.getpid(), "ppid": os.getppid(), "marker": os.environ.get("WARM_MARKER"),
                    "preloaded": "colorsys" in __import__("sys").modules,
-                   "interruptible": signal.getsignal(signal.SIGINT) is signal.default_int_handler}, handle)
+                   "on_sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", None)}, handle)
     return int(os.environ.get("WARM_STATUS", "0"))
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
@@ -154,6 +156,28 @@ def normalized_folder(path: str) -> str:
     return path.rstrip("/")
 
 
+def resolved_folder(path: str) -> str:
+    """A local folder as the real path every link in it leads to (what two paths must be compared as);
+    remote as given, without a trailing slash (object stores have no links)."""
+    if is_local(path):
+        return os.path.realpath(path)
+    return path.rstrip("/")
+
+
+def resolved_pattern(pattern: str) -> str:
+    """A local pattern made absolute, the links and ``..`` of its fixed part (the folders before the first
+    glob character) resolved; remote as given."""
+    if not is_local(pattern):
+        return pattern
+    absolute = os.path.abspath(pattern)
+    cuts = [absolute.find(ch) for ch in GLOB_CHARACTERS if ch in absolute]
+    if not cuts:
+        return os.path.realpath(absolute)
+    fixed = absolute[:min(cuts)].rpartition("/")[0]  # the last folder before the glob part
+    base = os.path.realpath(fixed or "/")
+    return (base.rstrip("/") or "") + absolute[len(fixed):]
+
+
 def is_filesystem_root(folder: str) -> bool:
     """``/`` (or a drive root) locally; a bucket's root remotely (``gs://bucket``)."""
     if is_local(folder):
@@ -180,8 +204,13 @@ def list_files(folder: str) -> list[str]:
     return sorted(matching_files(FileSystems.join(folder, "**")))
 
 
+# A command's lock file inside the folder it writes (FolderLock); never part of what the folder holds.
+LOCK_NAME = ".notarius.lock"
+
+
 def folder_state(folder: str) -> str:
-    """``absent``, ``empty``, ``not-empty`` or ``file`` (the path names a file)."""
+    """``absent``, ``empty``, ``not-empty`` or ``file`` (the path names a file). A folder holding only
+    a command's lock file is empty."""
     if is_local(folder):
         if not os.path.lexists(folder):
             parent = os.path.dirname(folder)
@@ -190,29 +219,129 @@ def folder_state(folder: str) -> str:
             return "absent" if os.path.isdir(parent) else "file"
         if not os.path.isdir(folder):
             return "file"
-        return "not-empty" if os.listdir(folder) else "empty"
+        return "not-empty" if set(os.listdir(folder)) - {LOCK_NAME} else "empty"
     if FileSystems.exists(folder):  # an object under the folder's own name
         return "file"
     return "not-empty" if list_files(folder) else "absent"
 
 
+def _unremovable(folder: str) -> str | None:
+    """A folder under ``folder`` (itself included, links not followed) whose entries we may not remove."""
+    for parent, _, _ in os.walk(folder, followlinks=False):
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return parent
+    return None
+
+
+# Where --overwrite moves a folder's earlier contents before deleting them (inside the folder: one rename each).
+STAGING_PREFIX = ".overwritten-"
+
+
 def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
-    """Remove everything under ``folder`` (never anything outside it); the paths in ``first`` go first."""
-    for path in first:
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-    if is_local(folder):
-        for name in os.listdir(folder):  # the folder itself stays (it may be the working directory)
-            path = os.path.join(folder, name)
-            if os.path.islink(path):  # the link goes, never what it points to
-                os.unlink(path)
-            else:
+    """Remove everything under ``folder`` (never anything outside it, never through a link); the paths in
+    ``first`` go first.
+
+    Locally all or nothing: an entry that cannot be removed is found before anything moves; then every
+    entry is renamed into one staging folder inside ``folder`` (``first`` first: a crash in between
+    leaves no manifest behind) and the staging folder is deleted. A rename that fails puts the moved
+    entries back. Names are used as they are, never as patterns (an entry may be called ``[ab]``)."""
+    if not is_local(folder):
+        for path in first:
+            if FileSystems.exists(path):
                 FileSystems.delete([path])
+        prefix = folder.rstrip("/") + "/"
+        inside = [path for path in list_files(folder) if path.startswith(prefix)]
+        if inside:
+            FileSystems.delete(inside)
         return
-    prefix = folder.rstrip("/") + "/"
-    inside = [path for path in list_files(folder) if path.startswith(prefix)]
-    if inside:
-        FileSystems.delete(inside)
+    blocked = _unremovable(folder)
+    if blocked is not None:
+        raise OSError(f"no permission to remove what {blocked} holds; nothing was removed")
+    first_names = [os.path.relpath(path, folder) for path in first]
+    names = [n for n in first_names if "/" not in n and os.path.lexists(os.path.join(folder, n))]
+    names += sorted(set(os.listdir(folder)) - set(names) - {LOCK_NAME})
+    if not names:
+        return
+    staging = os.path.join(folder, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    os.mkdir(staging)
+    moved: list[str] = []
+    try:
+        for name in names:
+            os.rename(os.path.join(folder, name), os.path.join(staging, name))
+            moved.append(name)
+    except OSError:
+        for name in reversed(moved):  # as it was
+            os.rename(os.path.join(staging, name), os.path.join(folder, name))
+        os.rmdir(staging)
+        raise
+    shutil.rmtree(staging)  # unlinks links, never follows them
+
+
+def remove_temporary_entries(folder: str) -> list[str]:
+    """Remove what a command leaves only while it runs (writers' ``.temp-*`` folders, half-written
+    ``*.tmp`` documents, overwrite staging) at the top of ``folder``; returns their names."""
+    if not is_local(folder) or not os.path.isdir(folder):
+        return []
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith((".temp-", STAGING_PREFIX)) or name.endswith(".tmp")):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            removed.append(name)
+        except OSError:
+            pass  # a leftover that cannot go is no part of the outputs (verify reads part-* files only)
+    return removed
+
+
+class FolderLockedError(OSError):
+    """Another command holds the folder's lock."""
+
+
+class FolderLock:
+    """One writer per local folder: an exclusive ``flock`` on ``LOCK_NAME`` inside it, held for the
+    whole command. The kernel releases it when the process ends, however it ends, so a killed run
+    leaves no stale lock (only the lock file, which every check ignores)."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, folder: str, holder: str) -> "FolderLock":
+        import fcntl
+
+        path = os.path.join(folder, LOCK_NAME)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held_by = os.read(fd, 512).decode("utf-8", "replace").strip() or "another command"
+                os.close(fd)
+                raise FolderLockedError(f"{folder} is being written by {held_by}") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the holder removed the file as we waited: lock the one now there
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{holder} (pid {os.getpid()})\n".encode("utf-8"))
+        return cls(path, fd)
+
+    def release(self) -> None:
+        try:
+            if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+                os.unlink(self.path)  # while still locked: the next writer never locks a removed file
+        except OSError:
+            pass
+        os.close(self.fd)
 
 
 def pattern_reaches(pattern: str, path: str) -> bool:
@@ -227,45 +356,76 @@ class OutputFolderError(ValueError):
     """An output folder a job must not write into; its text is the one line shown to the operator."""
 
 
+@dataclass(frozen=True)
+class OutputTarget:
+    """An output folder that passed the checks: the real folder to write, and whether the path given
+    reaches it through a link."""
+
+    folder: str
+    through_link: bool
+
+
+def check_output_folder(output: str, input_patterns: dict[str, str | Sequence[str] | None],
+                        sample_outputs: Iterable[str]) -> OutputTarget:
+    """Refuse a folder a command must not write into; nothing is created or removed here.
+
+    Refused: the filesystem (or bucket) root; glob characters in the path (Beam's writers match their
+    own temporary files with it); a path that names a file; a folder that is, holds or is within reach
+    of an input (``sample_outputs``: paths relative to the folder that the command writes). Paths and
+    patterns are compared with their links resolved, so no link leads around the check."""
+    given = normalized_folder(output)
+    folder = resolved_folder(output)
+    for path in (given, folder):
+        if is_filesystem_root(path):
+            raise OutputFolderError(f"--output {output!r} is the root of its filesystem; name a folder for this run")
+        bad = sorted({ch for ch in path if ch in GLOB_CHARACTERS})
+        if bad:
+            raise OutputFolderError(f"--output {output!r} contains {' '.join(bad)}: Beam reads those as a file "
+                                    f"pattern; choose a folder name without them")
+    if folder_state(folder) == "file":
+        raise OutputFolderError(f"--output {output!r} is a file, not a folder")
+    prefix = folder.rstrip("/") + "/"
+    sample_outputs = list(sample_outputs)
+    for flag, patterns in sorted(input_patterns.items()):
+        for pattern in ([patterns] if isinstance(patterns, str) else list(patterns or ())):
+            if not pattern:
+                continue
+            resolved = resolved_pattern(pattern)
+            matched = [resolved_folder(path) for path in matching_files(absolute_pattern(pattern))]
+            inside = [path for path in matched if path == folder or path.startswith(prefix)]
+            if inside:
+                raise OutputFolderError(f"--output {output!r} holds input files of {flag} ({inside[0]}); write the "
+                                        f"outputs to a folder of their own")
+            reached = [rel for rel in sample_outputs if pattern_reaches(resolved, FileSystems.join(folder, rel))]
+            if reached:
+                raise OutputFolderError(f"--output {output!r} is within reach of {flag} {pattern!r} (it would "
+                                        f"match {reached[0]}): the next run would read this run's outputs as "
+                                        f"input; write outside the input folders")
+    return OutputTarget(folder, through_link=is_local(output) and folder != given)
+
+
+def empty_output_folder(output: str, target: OutputTarget, *, overwrite: bool,
+                        remove_first: Iterable[str] = ()) -> None:
+    """A folder that holds anything is refused, unless ``overwrite``: then it is emptied (all or nothing,
+    ``remove_first`` relative paths before the rest), never through a link."""
+    if folder_state(target.folder) != "not-empty":
+        return
+    if not overwrite:
+        raise OutputFolderError(f"--output {output!r} already holds files (an earlier run?); choose an empty "
+                                f"folder, or pass --overwrite to replace its contents")
+    if target.through_link:
+        raise OutputFolderError(f"--output {output!r} leads through a link to {target.folder}; --overwrite never "
+                                f"deletes through a link: name {target.folder} itself")
+    try:
+        remove_folder_contents(target.folder, [FileSystems.join(target.folder, rel) for rel in remove_first])
+    except (OSError, BeamIOError) as exc:
+        raise OutputFolderError(f"--overwrite could not empty {output!r}: {exc}") from None
+
+
 def prepare_output_folder(output: str, input_patterns: dict[str, str], sample_outputs: Iterable[str], *,
                           overwrite: bool, remove_first: Iterable[str] = ()) -> str:
-    """Check the folder a job is about to write into, empty it with ``overwrite``; returns it normalized.
-
-    Refused: the filesystem (or bucket) root; glob characters in the path (Beam's writers match
-    their own temporary files with it); a path that names a file; a folder the input patterns
-    would read (``sample_outputs``: paths relative to the folder that the job writes); a folder
-    that holds anything, unless ``overwrite`` (then its contents are removed, ``remove_first``
-    relative paths before the rest). Nothing is created here.
-    """
-    folder = normalized_folder(output)
-    if is_filesystem_root(folder):
-        raise OutputFolderError(f"--output {output!r} is the root of its filesystem; name a folder for this run")
-    bad = sorted({ch for ch in folder if ch in GLOB_CHARACTERS})
-    if bad:
-        raise OutputFolderError(f"--output {output!r} contains {' '.join(bad)}: Beam reads those as a file pattern; "
-                                f"choose a folder name without them")
-    for flag, pattern in sorted(input_patterns.items()):
-        if not pattern:
-            continue
-        absolute = absolute_pattern(pattern)
-        inside = [path for path in matching_files(absolute) if path.startswith(folder.rstrip("/") + "/")]
-        if inside:
-            raise OutputFolderError(f"--output {output!r} holds input files of {flag} ({inside[0]}); write the "
-                                    f"outputs to a folder of their own")
-        reached = [rel for rel in sample_outputs if pattern_reaches(absolute, FileSystems.join(folder, rel))]
-        if reached:
-            raise OutputFolderError(f"--output {output!r} is within reach of {flag} {pattern!r} (it would match "
-                                    f"{reached[0]}): the next run would read this run's outputs as input; "
-                                    f"write outside the input folders")
-    state = folder_state(folder)
-    if state == "file":
-        raise OutputFolderError(f"--output {output!r} is a file, not a folder")
-    if state == "not-empty":
-        if not overwrite:
-            raise OutputFolderError(f"--output {output!r} already holds files (an earlier run?); choose an empty "
-                                    f"folder, or pass --overwrite to replace its contents")
-        try:
-            remove_folder_contents(folder, [FileSystems.join(folder, rel) for rel in remove_first])
-        except (OSError, BeamIOError) as exc:
-            raise OutputFolderError(f"--overwrite could not empty {output!r}: {exc}") from None
-    return folder
+    """``check_output_folder`` then ``empty_output_folder`` (no lock: see pipelines.guards for a command's
+    whole claim on a folder); returns the real folder."""
+    target = check_output_folder(output, input_patterns, sample_outputs)
+    empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
+    return target.folder

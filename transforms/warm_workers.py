@@ -314,6 +314,26 @@ def _reap() -> None:
             return
 
 
+# How long a worker lives on after Ctrl-C, silenced: the runner, which reports the interruption, tears
+# it down first (a worker gone at once would make the runner's threads fail, loudly, before it knows why).
+QUIET_GRACE_SECONDS = 5.0
+
+
+def _end_quietly(signum, _frame) -> None:
+    """Ctrl-C in a worker (or its client): the runner reports it in one line; this process stops speaking
+    and ends when the runner goes, or after a grace period."""
+    import threading
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timer = threading.Timer(QUIET_GRACE_SECONDS, os._exit, (128 + signum,))
+    timer.daemon = True
+    timer.start()
+
+
 def _run_worker(connection: socket.socket, environment: dict, function) -> None:
     status = 1
     try:
@@ -323,7 +343,9 @@ def _run_worker(connection: socket.socket, environment: dict, function) -> None:
         os.close(devnull)
         os.environ.clear()
         os.environ.update(environment)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a worker Beam starts itself
+        # Ctrl-C reaches the whole process group: the runner reports it (one line, pipelines.guards); a worker
+        # just ends, without a traceback of its own per thread.
+        signal.signal(signal.SIGINT, _end_quietly)
         try:
             result = function()
             status = result if isinstance(result, int) else 0
@@ -345,6 +367,7 @@ def _run_worker(connection: socket.socket, environment: dict, function) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "connect":
+        signal.signal(signal.SIGINT, _end_quietly)  # as its worker: the runner reports Ctrl-C
         separator = sys.argv.index("--")
         sys.exit(connect(sys.argv[2], sys.argv[separator + 1:]))
     if sys.argv[1] == "serve":

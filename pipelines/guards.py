@@ -1,0 +1,136 @@
+"""The guards every command shares when it writes a folder: one module, so a new command gets them
+by construction.
+
+``claimed_output`` is a command's whole claim on its output folder:
+
+1. the path is checked with its links resolved: not the root, no glob characters, not a file, not
+   holding or within reach of any input (``transforms.files.check_output_folder``);
+2. the folder is created (a name that cannot be created fails here, before any work);
+3. one writer at a time: an exclusive lock inside it (local folders; see docs/reliability.md for
+   object stores); a second command is refused with one line;
+4. a folder that holds anything is refused unless ``--overwrite``, which empties it all or nothing
+   and never through a link;
+5. on every way out the command's temporary entries are removed and the lock released; Ctrl-C
+   ends the command with one line ("interrupted: nothing committed in DIR") and exit code 130.
+
+Refusals end the command with one line on stderr ("PROG: why") and exit code 1, nothing written.
+The options side (one declared table per command, bounds checked before any work) is
+``pipelines.options``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.files import (FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
+                              empty_output_folder, folder_state, is_local, remove_temporary_entries)
+
+INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
+
+
+def interrupted(prog: str, folder: str | None, committed: bool = False) -> SystemExit:
+    """The one line a command prints when Ctrl-C ends it, and its exit."""
+    where = f" in {folder}" if folder else ""
+    what = f"the run{where} was committed before the interruption" if committed else f"nothing committed{where}"
+    print(f"{prog}: interrupted: {what}", file=sys.stderr)
+    return SystemExit(INTERRUPTED_EXIT)
+
+
+class _Interruption:
+    """Notes that Ctrl-C came. Beam re-raises a KeyboardInterrupt inside a transform as a RuntimeError
+    ("KeyboardInterrupt [while running ...]") and its runner threads print their own tracebacks as
+    they are torn down: once the signal came, whatever ends the command is reported as the interruption,
+    and the threads' dying words are not printed."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.seen = True
+        threading.excepthook = lambda args: None
+        logging.disable(logging.CRITICAL)  # Beam logs the interrupted transform's traceback as an error
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "_Interruption":
+        if threading.current_thread() is threading.main_thread():  # only the main thread may take signals
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if self.seen:
+            logging.disable(logging.NOTSET)
+
+
+def _create(folder: str) -> bool:
+    """Create a local folder (and its parents); True when it did not exist before."""
+    if not is_local(folder):
+        return False  # object stores have no folders: the first object makes it
+    existed = os.path.isdir(folder)
+    os.makedirs(folder, exist_ok=True)
+    return not existed
+
+
+@contextmanager
+def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequence[str] | None],
+                   writes: Iterable[str], overwrite: bool, remove_first: Iterable[str] = (),
+                   commit_record: str | None = None) -> Iterator[str]:
+    """Hold ``output`` for one command; yields the real folder to write.
+
+    ``inputs``: flag -> the pattern(s) the command reads; ``writes``: sample paths (relative) it
+    writes, for the within-reach check; ``remove_first``: what ``--overwrite`` removes before the
+    rest (the commit record); ``commit_record``: the file whose presence means the command's result
+    is committed (said on Ctrl-C)."""
+    try:
+        target = check_output_folder(output, dict(inputs), writes)
+    except OutputFolderError as exc:
+        raise SystemExit(f"{prog}: {exc}") from None
+    folder = target.folder
+    try:
+        created = _create(folder)
+    except OSError as exc:
+        raise SystemExit(f"{prog}: --output {output!r} cannot be created: {exc.strerror or exc}") from None
+    lock = None
+    try:
+        if is_local(folder):
+            try:
+                lock = FolderLock.acquire(folder, prog)
+            except FolderLockedError as exc:
+                raise SystemExit(f"{prog}: --output {output!r} is in use: {exc}; one command writes a folder "
+                                 f"at a time") from None
+            except OSError as exc:
+                raise SystemExit(f"{prog}: --output {output!r} cannot be written: {exc.strerror or exc}") from None
+        try:
+            empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
+        except OutputFolderError as exc:
+            raise SystemExit(f"{prog}: {exc}") from None
+    except SystemExit:
+        if lock is not None:
+            lock.release()
+        if created and folder_state(folder) == "empty":
+            os.rmdir(folder)  # refused: as if never asked
+        raise
+    interruption = _Interruption()
+    try:
+        with interruption:
+            yield folder
+    except BaseException as error:
+        if not (interruption.seen or isinstance(error, KeyboardInterrupt)):
+            raise
+        committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
+        remove_temporary_entries(folder)
+        raise interrupted(prog, folder, committed) from None
+    finally:
+        remove_temporary_entries(folder)
+        if lock is not None:
+            lock.release()

@@ -1,0 +1,279 @@
+"""The guards every command shares (pipelines.guards, transforms.files): links resolved before paths
+are compared, --overwrite all or nothing and never through a link, one writer per folder, Ctrl-C
+as one line, bounded options, and a run that could use nothing says so.
+
+Each test here reproduces a finding of issue 29 on the code before its fix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fixture_archive import write_archive
+from pipelines import reprocess, verify
+from pipelines.guards import claimed_output
+from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
+                              remove_folder_contents, resolved_pattern)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture()
+def archive(tmp_path):
+    return write_archive(tmp_path / "archive")
+
+
+def job_argv(archive, out, *extra):
+    return ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out), *extra]
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def cli(*args, cwd=ROOT, timeout=300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+
+
+# --- 1. links: an output through a link is compared as the folder it leads to --------------------------
+
+def test_overwrite_through_a_link_to_the_inputs_deletes_nothing(archive, tmp_path):
+    folder = tmp_path / "archive"
+    before = tree(folder)
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(SystemExit, match="holds input files of --candidates"):
+        reprocess.run(job_argv(archive, link, "--overwrite"))
+    assert tree(folder) == before
+
+
+def test_inputs_read_through_a_link_may_not_reach_the_output(archive, tmp_path):
+    folder = tmp_path / "archive"
+    alink = tmp_path / "alink"
+    alink.symlink_to(folder)
+    argv = ["--transcripts", str(alink / "**"), "--candidates", archive["candidates"],
+            "--output", str(folder / "out1")]
+    with pytest.raises(SystemExit, match="within reach of --transcripts"):
+        reprocess.run(argv)
+    assert not (folder / "out1").exists()
+
+
+def test_a_link_to_an_earlier_run_is_not_emptied_through(archive, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "keep.txt").write_text("an earlier run")
+    link = tmp_path / "runlink"
+    link.symlink_to(run)
+    with pytest.raises(SystemExit, match="never deletes through a link"):
+        reprocess.run(job_argv(archive, link, "--overwrite"))
+    assert (run / "keep.txt").read_text() == "an earlier run"
+
+
+def test_writing_through_a_link_to_an_empty_folder_writes_the_folder(archive, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "outlink"
+    link.symlink_to(real)
+    manifest = reprocess.run(job_argv(archive, link))
+    assert manifest["options"]["output"] == str(real)
+    assert verify.verify_folder(str(real)).ok
+
+
+def test_a_patterns_fixed_part_is_resolved(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "l").symlink_to(tmp_path / "real")
+    assert resolved_pattern(str(tmp_path / "l" / "sub" / ".." / "*.jsonl")) == str(tmp_path / "real" / "*.jsonl")
+    assert resolved_pattern(str(tmp_path / "l" / "**")) == str(tmp_path / "real" / "**")
+    assert resolved_pattern(str(tmp_path / "l")) == str(tmp_path / "real")
+
+
+# --- 12. --overwrite: all or nothing, names taken literally -----------------------------------------
+
+def test_overwrite_removes_entries_whose_names_look_like_patterns(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("[ab]", "a", "*", "manifest.json"):
+        (out / name).write_text(name)
+    remove_folder_contents(str(out), [str(out / "manifest.json")])
+    assert os.listdir(out) == []
+
+
+def test_overwrite_that_cannot_remove_everything_removes_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / "locked").mkdir(parents=True)
+    (out / "locked" / "f").write_text("x")
+    (out / "manifest.json").write_text("{}")
+    real_access = os.access
+    # A folder whose entries we may not remove (root may remove anything, so the permission is simulated).
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(out / "locked")
+                        else real_access(path, mode))
+    with pytest.raises(OSError, match="nothing was removed"):
+        remove_folder_contents(str(out), [str(out / "manifest.json")])
+    assert sorted(os.listdir(out)) == ["locked", "manifest.json"]
+    assert (out / "locked" / "f").read_text() == "x"
+
+
+def test_a_failed_move_puts_everything_back(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a", "b", "manifest.json"):
+        (out / name).write_text(name)
+    real_rename = os.rename
+    calls = []
+
+    def failing_rename(src, dst):
+        calls.append(src)
+        if len(calls) == 3:
+            raise OSError("simulated")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError, match="simulated"):
+        remove_folder_contents(str(out), [str(out / "manifest.json")])
+    monkeypatch.undo()
+    assert sorted(os.listdir(out)) == ["a", "b", "manifest.json"]
+
+
+# --- 5. one writer per folder ----------------------------------------------------------------------
+
+def test_a_second_claim_on_a_folder_is_refused(tmp_path):
+    out = tmp_path / "out"
+    with claimed_output("first", str(out), inputs={}, writes=[], overwrite=False) as folder:
+        assert os.path.exists(os.path.join(folder, LOCK_NAME))
+        with pytest.raises(SystemExit, match="is in use: .* is being written by first"):
+            with claimed_output("second", str(out), inputs={}, writes=[], overwrite=True):
+                pass
+    assert not os.path.exists(out / LOCK_NAME)
+    with claimed_output("third", str(out), inputs={}, writes=[], overwrite=False):
+        pass
+
+
+def test_the_lock_is_released_when_its_holder_dies(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, %r)\n"
+        "from transforms.files import FolderLock\n"
+        "FolderLock.acquire(%r, 'holder'); print('locked', flush=True); time.sleep(60)") % (str(ROOT), str(out))],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(FolderLockedError):
+            FolderLock.acquire(str(out), "me")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        FolderLock.acquire(str(out), "me").release()  # the kernel released the dead holder's lock
+    finally:
+        holder.kill()
+
+
+def test_two_runs_started_together_into_one_folder(archive, tmp_path):
+    """Two real processes, one empty folder: exactly one runs, the other is refused with one line, and
+    the folder verifies with the winner's files."""
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-m", "pipelines.cli", *job_argv(archive, out)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(300), p.stdout.read(), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 1], results
+    refused = next(err for code, _, err in results if code == 1)
+    assert refused.strip().count("\n") == 0 and ("is in use" in refused or "already holds files" in refused)
+    assert verify.verify_folder(str(out)).ok
+
+
+# --- 11. an output that cannot be created fails first ------------------------------------------------
+
+@pytest.mark.parametrize("output,message", [
+    ("{tmp}/" + "x" * 300, "cannot be created"),
+    ("/proc/notarius-out", "cannot be created"),
+])
+def test_an_output_that_cannot_be_created_is_refused_before_any_work(archive, tmp_path, output, message):
+    proc = cli(*job_argv(archive, output.format(tmp=tmp_path)))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("notarius-reprocess: --output") and message in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_folder_given_as_candidates_is_refused(archive, tmp_path):
+    with pytest.raises(SystemExit, match="names a folder; give a pattern of its files"):
+        reprocess.run(["--transcripts", archive["transcripts"], "--candidates", str(tmp_path / "archive"),
+                       "--output", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+# --- 9. options within what the outputs can hold ------------------------------------------------------
+
+@pytest.mark.parametrize("extra,message", [
+    (["--max-attempts", str(2**64)], "--max-attempts must be at most 2147483647"),
+    (["--max-attempts", str(2**31)], "--max-attempts must be at most 2147483647"),
+    (["--max-record-bytes", str(2**64)], "--max-record-bytes must be at most 9223372036854775807"),
+    (["--progress-seconds", "nan"], "--progress-seconds must be a finite number"),
+    (["--progress-seconds", "inf"], "--progress-seconds must be a finite number"),
+])
+def test_numbers_beyond_what_the_outputs_hold_are_refused(archive, tmp_path, extra, message):
+    with pytest.raises(SystemExit, match=message):
+        reprocess.run(job_argv(archive, tmp_path / "out", *extra))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_largest_attempt_budget_is_accepted(archive, tmp_path):
+    manifest = reprocess.run(job_argv(archive, tmp_path / "out", "--max-attempts", str(2**31 - 1)))
+    assert manifest["options"]["max_attempts"] == 2**31 - 1
+
+
+# --- 14. a run that could use nothing says so ---------------------------------------------------------
+
+def test_a_run_whose_every_candidate_is_a_dead_letter_warns(archive, tmp_path, capsys):
+    argv = ["--transcripts", archive["transcripts"], "--candidates", str(tmp_path / "archive" / "transcripts-1.jsonl"),
+            "--output", str(tmp_path / "out")]
+    assert reprocess.main(argv) == 0
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("warning: every candidate (1) is a dead letter: nothing was evaluated from it; "
+                           "most common reason (1x): ")
+
+
+def test_a_normal_run_has_no_warning(archive, tmp_path, capsys):
+    assert reprocess.main(job_argv(archive, tmp_path / "out")) == 0
+    assert "warning:" not in capsys.readouterr().out
+
+
+# --- 13. Ctrl-C --------------------------------------------------------------------------------------
+
+def _interrupt_mid_run(archive, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Start the job, wait until its writers have made their temporary folder, then SIGINT the group."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *job_argv(archive, out, *extra)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.is_dir() and any(name.startswith(".temp-") for name in os.listdir(out)):
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("workers", [[], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]],
+                         ids=["in-process", "two-workers"])
+def test_ctrl_c_is_one_line_and_leaves_no_temporary_files(archive, tmp_path, workers):
+    out = tmp_path / "out"
+    done = _interrupt_mid_run(archive, out, *workers)
+    if done.returncode == 0:  # the run finished before the signal landed: nothing to assert about Ctrl-C
+        pytest.skip("the run ended before SIGINT")  # never seen at this size; kept honest rather than passed
+    assert done.returncode == 130, done.stderr[-3000:]
+    # Two workers log their start-up as every two-worker run does (Beam's INFO and WARNING lines); beside
+    # those, the one line and nothing else: no traceback from the runner, a worker or its client.
+    said = [line for line in done.stderr.splitlines()
+            if line.strip() and not line.startswith(("INFO:apache_beam", "WARNING:apache_beam"))]
+    assert said == [f"notarius-reprocess: interrupted: nothing committed in {out}"], done.stderr[-3000:]
+    assert not [name for name in os.listdir(out) if name.startswith(".temp-") or name == LOCK_NAME]
+    assert not (out / "manifest.json").exists()
