@@ -33,9 +33,13 @@ from domain.batch.export import (
     INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
+from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
-from pipelines.options import OptionsError, check_arguments, parse_choices, parse_families, parser_flags, required_files
+from pipelines.guards import claimed_output
+from pipelines.options import (JobOption, OptionsError, check_arguments, command_parser, parse_choices,
+                               parse_command, parse_families, required_files)
+from pipelines.verify import require_verified
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from transforms.collector import freeze_for_exit
 from transforms.files import matching_files
@@ -46,38 +50,47 @@ from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_doc
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
-DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 MANIFEST = "export_manifest.json"
 
 
+PROG = "notarius-reprocess export-batch"
+# A provider's token limit is a 32-bit integer in every request type.
+MAX_OUTPUT_TOKENS_LIMIT = 2**31 - 1
+
+EXPORT_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("--retry-requests", required=True,
+              help="Glob of a run's retry request files (RUN/retry_requests/part-*, Avro, JSON Lines or Parquet); "
+                   "the run folder must verify."),
+    JobOption("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro)."),
+    JobOption("--registries", help="Glob of the run's accepted chunk registry artifacts, which reconciliation "
+                                   "prompts list (default: artifacts/*-registry/part-* beside the run's "
+                                   "retry_requests/)."),
+    JobOption("--kinds", help="Comma-separated request kinds to export (retry, refresh; default both); others are "
+                              "filtered."),
+    JobOption("--provider", required=True, choices=tuple(sorted(PROVIDERS)), help="Target batch API."),
+    JobOption("--model", required=True, non_empty=True,
+              help="Model name, as the provider spells it (one model per export)."),
+    JobOption("--output", required=True, help="Output directory (local, gs://, s3://): absent or empty (see "
+                                              "--overwrite), and not where an input glob reads."),
+    JobOption("--overwrite", "Replace what --output holds (removed, the earlier export manifest first, before "
+                             "this export writes).", default=False, switch=True),
+    JobOption("--max-output-tokens", f"Output token limit per request (default {DEFAULT_MAX_OUTPUT_TOKENS}).",
+              default=DEFAULT_MAX_OUTPUT_TOKENS, type=int, minimum=1, maximum=MAX_OUTPUT_TOKENS_LIMIT),
+    JobOption("--temperature", "Sampling temperature, 0 to 2 (default: the provider's).", type=float, minimum=0,
+              maximum=2),
+    JobOption("--max-lines-per-file", "Split files at fewer lines than the provider's limit.", type=int, minimum=1),
+    JobOption("--max-bytes-per-file", "Split files at fewer bytes than the provider's limit.", type=int, minimum=1),
+    JobOption("--families", "Comma-separated family keys; other requests are counted as filtered."),
+    JobOption("--only-request-ids", "File of request ids, one per line (e.g. import-batch's not_imported.txt); "
+                                    "others are filtered.", existing_file=True),
+    JobOption("--max-record-bytes", "Larger input records become dead letters (default 8 MiB).",
+              default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
+)
+DESCRIPTION = __doc__.split("\n\n")[0]
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="notarius-reprocess export-batch", description=__doc__.split("\n\n")[0],
-                                allow_abbrev=False)  # "--kind" is a typo, not --kinds (the job refuses it too)
-    p.add_argument("--retry-requests", "--retry_requests", dest="retry_requests", required=True,
-                   help="Glob of retry request files (the main job's retry_requests/part-*, Avro, JSON Lines or Parquet).")
-    p.add_argument("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro).")
-    p.add_argument("--registries", default=None,
-                   help="Glob of the run's accepted chunk registry artifacts, which reconciliation prompts list "
-                        "(default: artifacts/*-registry/part-* beside the run's retry_requests/).")
-    p.add_argument("--kinds", default=None,
-                   help="Comma-separated request kinds to export (retry, refresh; default both); others are filtered.")
-    p.add_argument("--provider", required=True, choices=sorted(PROVIDERS), help="Target batch API.")
-    p.add_argument("--model", required=True, help="Model name, as the provider spells it (one model per export).")
-    p.add_argument("--output", required=True, help="Output directory (local, gs://, s3://); must hold no request files.")
-    p.add_argument("--max-output-tokens", "--max_output_tokens", dest="max_output_tokens", type=int,
-                   default=DEFAULT_MAX_OUTPUT_TOKENS,
-                   help=f"Output token limit per request (default {DEFAULT_MAX_OUTPUT_TOKENS}).")
-    p.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default: the provider's).")
-    p.add_argument("--max-lines-per-file", "--max_lines_per_file", dest="max_lines_per_file", type=int, default=None,
-                   help="Split files at fewer lines than the provider's limit.")
-    p.add_argument("--max-bytes-per-file", "--max_bytes_per_file", dest="max_bytes_per_file", type=int, default=None,
-                   help="Split files at fewer bytes than the provider's limit.")
-    p.add_argument("--families", default=None, help="Comma-separated family keys; other requests are counted as filtered.")
-    p.add_argument("--only-request-ids", "--only_request_ids", dest="only_request_ids", default=None,
-                   help="File of request ids, one per line (e.g. import-batch's not_imported.txt); others are filtered.")
-    p.add_argument("--max-record-bytes", "--max_record_bytes", dest="max_record_bytes", type=int,
-                   default=DEFAULT_MAX_RECORD_BYTES, help="Larger input records become dead letters (default 8 MiB).")
-    return p
+    return command_parser(PROG, DESCRIPTION, EXPORT_OPTIONS)
 
 
 def registries_glob(args: argparse.Namespace) -> str | None:
@@ -94,19 +107,22 @@ def parse_kinds(value: str | None) -> frozenset[str] | None:
     return parse_choices(value, REQUEST_KINDS, "--kinds", "kind")
 
 
-def _limit(requested: int | None, provider_limit: int | None, flag: str) -> int | None:
+def _limit(requested: int | None, provider_limit: int | None) -> int | None:
     if requested is None:
         return provider_limit
-    if requested < 1:
-        raise SystemExit(f"{flag} must be at least 1")
     return requested if provider_limit is None else min(requested, provider_limit)
 
 
-def _request_ids(path: str | None) -> frozenset[str] | None:
-    if path is None:
-        return None
+def read_request_ids(path: str) -> frozenset[str]:
+    """The ids of an ``--only-request-ids`` file; OptionsError when it is not UTF-8 text."""
     with FileSystems.open(path) as handle:
-        return frozenset(line.strip() for line in handle.read().decode("utf-8").splitlines() if line.strip())
+        data = handle.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise OptionsError(f"--only-request-ids {path!r} is not UTF-8 text (byte {exc.start}): give the ids "
+                           "one per line") from None
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
 class _OnePerId(beam.DoFn):
@@ -141,13 +157,13 @@ class _WriteFile(beam.DoFn):
 
 def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_name: str) -> None:
     provider = PROVIDERS[args.provider]
-    max_lines = _limit(args.max_lines_per_file, provider.max_lines, "--max-lines-per-file")
-    max_bytes = _limit(args.max_bytes_per_file, provider.max_bytes, "--max-bytes-per-file")
+    max_lines = _limit(args.max_lines_per_file, provider.max_lines)
+    max_bytes = _limit(args.max_bytes_per_file, provider.max_bytes)
     families = parse_families(args.families)
     config = ExportConfig(
         provider_name=provider.name,
         settings=RequestSettings(model=args.model, max_output_tokens=args.max_output_tokens, temperature=args.temperature),
-        max_bytes_per_file=max_bytes, families=families, only_request_ids=_request_ids(args.only_request_ids),
+        max_bytes_per_file=max_bytes, families=families, only_request_ids=args.request_ids,
         kinds=parse_kinds(args.kinds))
 
     inputs = [
@@ -209,48 +225,76 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     )
 
 
+def run_folder_of(pattern: str, output_name: str) -> str | None:
+    """The run folder a glob of one of its outputs names (``RUN/retry_requests/part-*`` -> ``RUN``)."""
+    head, marker, _ = pattern.rpartition(output_name + "/")
+    if not marker or (head and not head.endswith("/")):
+        return None
+    return head.rstrip("/") or "."
+
+
 def _preflight(args: argparse.Namespace) -> None:
-    """Everything that can be refused before a worker starts."""
+    """Everything that can be refused before a worker starts (the output folder: ``claimed_output``)."""
     provider = PROVIDERS[args.provider]
     problems = schema_problems(provider, parse_families(args.families) or FAMILIES)
     if problems:
         raise SystemExit(f"the LLM schemas do not fit {provider.name}'s structured-output subset:\n  " + "\n  ".join(problems))
     if args.temperature is not None and not provider.takes_temperature:
-        raise SystemExit(f"--temperature: {provider.name}'s request type has no temperature")
-    if args.max_output_tokens < 1:
-        raise SystemExit("--max-output-tokens must be at least 1")
-    if args.max_record_bytes < 1:
-        raise SystemExit("--max-record-bytes must be at least 1")
+        raise OptionsError(f"--temperature: {provider.name}'s request type has no temperature")
     parse_kinds(args.kinds)
     given = [("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)]
     for flag, pattern in given + ([("--registries", args.registries)] if args.registries else []):
         required_files(flag, pattern)
-    stale = matching_files(join_path(args.output, REQUESTS_PREFIX + "*"))
-    if stale:
-        raise SystemExit(f"--output {args.output!r} already holds request files; export into an empty folder")
+    # SPEC 6.2: a run folder is read only when it verifies (never a half-written, mixed or forged one).
+    run = run_folder_of(args.retry_requests, "retry_requests")
+    if run is None:
+        raise OptionsError(f"--retry-requests {args.retry_requests!r} does not name a run's retry requests "
+                           f"(RUN/retry_requests/part-*): export-batch reads only a run folder that verifies")
+    for folder in (run, run_folder_of(args.registries, "artifacts") if args.registries else None):
+        if folder is not None:
+            try:
+                require_verified(folder)
+            except SystemExit as refused:
+                raise OptionsError(str(refused)) from None
+    args.request_ids = read_request_ids(args.only_request_ids) if args.only_request_ids else None
+
+
+def _writes() -> list[str]:
+    """Paths (relative to --output) an export writes: what the input globs must not reach."""
+    requests, index = file_names(0, 1)
+    return [requests, index, "dead_letters/part-00000-of-00001.jsonl", MANIFEST]
 
 
 def run(argv: Sequence[str] | None = None) -> dict:
     """Run the export and return its manifest."""
-    command = parser()
-    args, beam_args = command.parse_known_args(list(argv) if argv is not None else sys.argv[1:])
+    args, beam_args = parse_command(PROG, DESCRIPTION, EXPORT_OPTIONS,
+                                    list(argv) if argv is not None else sys.argv[1:], known_only=True)
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
     try:
         # What is neither an export flag nor a Beam option would otherwise be dropped by Beam without a word.
-        passed_on = check_arguments(beam_args, standard.runner, job_flags=parser_flags(command))
+        passed_on = check_arguments(beam_args, standard.runner, job_flags=_job_flags())
+        _preflight(args)
     except OptionsError as exc:
-        raise SystemExit(f"{command.prog}: {exc}") from None
+        raise SystemExit(f"{PROG}: {exc}") from None
     if passed_on:
-        print(f"{command.prog}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
-    _preflight(args)
+        print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
-    send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, args, standard.runner)
-    with FileSystems.open(join_path(args.output, MANIFEST)) as handle:
-        return orjson.loads(handle.read())
+    inputs = {"--retry-requests": args.retry_requests, "--transcripts": args.transcripts,
+              "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids}
+    with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
+                        remove_first=[MANIFEST], commit_record=MANIFEST) as folder:
+        args.output = folder
+        send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
+        with beam.Pipeline(options=options) as pipeline:
+            build_pipeline(pipeline, args, standard.runner)
+        with FileSystems.open(join_path(args.output, MANIFEST)) as handle:
+            return orjson.loads(handle.read())
+
+
+def _job_flags() -> list[str]:
+    return [spelling for option in EXPORT_OPTIONS for spelling in option.spellings]
 
 
 def format_summary(manifest: dict) -> str:

@@ -37,6 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import batch_export, batch_import, reprocess, report, retry_economy
 from pipelines.outputs import read_manifest
 from transforms.collector import freeze_for_exit
+from transforms.files import FolderLock, FolderLockedError
 from sample import simulated_batch, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -86,8 +87,11 @@ def revision_closed(family: str, run1: dict, run2: dict) -> bool:
             and after["current_over_stale"] > 0 and after["artifacts_current"] > before["artifacts_current"])
 
 
+PROG = "python -m pipelines.demo"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the reports.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl", "parquet"))
@@ -102,6 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
 
     root = Path(args.output).resolve()
+    if root.exists() and not root.is_dir():
+        raise SystemExit(f"{PROG}: --output {args.output!r} is a file, not a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = FolderLock.acquire(str(root), PROG)  # one demo per folder at a time (each step locks its own)
+    except FolderLockedError as exc:
+        raise SystemExit(f"{PROG}: --output {args.output!r} is in use: {exc}") from None
+    try:
+        return _run(args, beam_args, root)
+    finally:
+        lock.release()
+
+
+def _run(args, beam_args: list[str], root: Path) -> int:
     archive, run1, run2, backfill = root / "archive", root / "run1", root / "run2", root / "backfill"
     truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
     transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"

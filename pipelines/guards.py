@@ -134,3 +134,20 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
         remove_temporary_entries(folder)
         if lock is not None:
             lock.release()
+
+
+def file_to_write(prog: str, flag: str, path: str) -> str:
+    """A file a command is about to write (a report, a figures file): a path naming a folder is refused,
+    and its folder is created; a mistake ends the command with one line."""
+    if not is_local(path):
+        return path
+    if os.path.isdir(path):
+        raise SystemExit(f"{prog}: {flag} {path!r} is a folder; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(f"{prog}: {flag} {path!r}: its folder cannot be created ({exc.strerror or exc})") from None
+    if not os.access(parent, os.W_OK):
+        raise SystemExit(f"{prog}: {flag} {path!r}: its folder is not writable")
+    return path

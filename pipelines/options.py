@@ -205,7 +205,7 @@ def _value_problem(option: JobOption, value: Any) -> str | None:
         if maximum is not None and value > maximum:
             return f"{option.flag} must be at most {maximum:g} (got {value})" if option.type is float else \
                 f"{option.flag} must be at most {maximum} (got {value})"
-    if option.non_empty and not str(value).strip():
+    if (option.non_empty or option.required) and isinstance(value, str) and not value.strip():
         return f"{option.flag} must not be empty"
     if option.existing_file:
         if is_local(value) and os.path.isdir(value):
@@ -219,7 +219,7 @@ def check_option_values(values: Any, table: Sequence[JobOption]) -> None:
     """Required options present and every value usable (bounds, finite floats, non-empty strings,
     files that exist): the one check every command's table goes through. ``values``: an object
     with one attribute per option (a PipelineOptions view, an argparse Namespace)."""
-    missing = [o.flag for o in table if o.required and not getattr(values, o.dest)]
+    missing = [o.flag for o in table if o.required and getattr(values, o.dest) is None]
     if missing:
         raise OptionsError(f"missing required option(s): {', '.join(missing)}")
     for option in table:

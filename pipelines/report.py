@@ -13,7 +13,6 @@ HTML-escaped. The same run gives the same bytes (no timestamps).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from html import escape
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from domain.run_summary import RunSummary
 from transforms.collector import freeze_for_exit
 from transforms.write import join_path, write_document
+from pipelines.guards import file_to_write
+from pipelines.options import JobOption, parse_command
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
@@ -374,16 +375,21 @@ def write_report(figures: RunFigures, path: str | Path) -> str:
     return write_document(render_report(figures).encode("utf-8"), str(path))
 
 
+PROG = "python -m pipelines.report"
+REPORT_OPTIONS = (
+    JobOption("--output", required=True, help="the job's output folder (local, gs://, s3://); it must verify"),
+    JobOption("--truth", help="ground-truth file of the simulated producer", existing_file=True),
+    JobOption("--html", help="where to write the report (default: OUTPUT/report.html); its folder is created"),
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.split("\n")[0])
-    parser.add_argument("--output", required=True, help="the job's output folder (local, gs://, s3://)")
-    parser.add_argument("--truth", type=Path, help="ground-truth file of the simulated producer")
-    parser.add_argument("--html", help="where to write the report (default: OUTPUT/report.html)")
-    args = parser.parse_args(argv)
-    figures = load_figures(args.output, args.truth)
+    args = parse_command(PROG, __doc__.split("\n")[0], REPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
+    html = file_to_write(PROG, "--html", args.html or join_path(args.output, "report.html"))
+    figures = load_figures(args.output, Path(args.truth) if args.truth else None)
     for line in summary_lines(figures):
         print(line)
-    path = write_report(figures, args.html or join_path(args.output, "report.html"))
+    path = write_report(figures, html)
     print(f"report: {path}")
     return 0
 

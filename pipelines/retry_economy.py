@@ -24,7 +24,6 @@ Exits 1 when a must (no leaks, one request per failing slot) does not hold.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,8 @@ from domain.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
 from transforms.collector import freeze_for_exit
 from transforms.write import join_path
+from pipelines.guards import file_to_write
+from pipelines.options import JobOption, parse_command
 from pipelines.verify import require_verified
 from sample.sim_defects import BENIGN_KINDS, DefectKind
 
@@ -207,17 +208,21 @@ def write_json(figures: RunFigures, path: Path) -> None:
     path.write_bytes(orjson.dumps(as_json(figures), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
 
+PROG = "python -m pipelines.retry_economy"
+RETRY_ECONOMY_OPTIONS = (
+    JobOption("--truth", required=True, existing_file=True, help="ground-truth file of the simulated producer"),
+    JobOption("--output", required=True, help="the job's output folder; it must verify"),
+    JobOption("--json", help="where to write the figures (default: OUTPUT/retry_economy.json)"),
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.retry_economy",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--truth", required=True, type=Path, help="ground-truth file of the simulated producer")
-    parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
-    parser.add_argument("--json", type=Path, help="where to write the figures (default: OUTPUT/retry_economy.json)")
-    args = parser.parse_args(argv)
-    figures = load_figures(args.output, args.truth)
+    args = parse_command(PROG, __doc__.split("\n")[0], RETRY_ECONOMY_OPTIONS,
+                         list(argv) if argv is not None else sys.argv[1:])
+    target = Path(file_to_write(PROG, "--json", args.json or str(Path(args.output) / "retry_economy.json")))
+    figures = load_figures(Path(args.output), Path(args.truth))
     for line in summary_lines(figures):
         print(line)
-    target = args.json or args.output / "retry_economy.json"
     write_json(figures, target)
     print(f"figures: {target}")
     return 0 if figures.ok else 1

@@ -181,7 +181,9 @@ def test_export_finds_the_runs_registry_artifacts_beside_its_retry_requests():
     args = parser().parse_args(["--retry-requests", "out/retry_requests/part-*", "--registries", "reg/*", *base])
     assert registries_glob(args) == "reg/*"
     assert parse_kinds("refresh, retry") == {"retry", "refresh"} and parse_kinds(None) is None
-    with pytest.raises(SystemExit, match="unknown kind"):
+    from pipelines.options import OptionsError
+
+    with pytest.raises(OptionsError, match="unknown kind"):
         parse_kinds("retry,fix")
 
 

@@ -277,3 +277,112 @@ def test_ctrl_c_is_one_line_and_leaves_no_temporary_files(archive, tmp_path, wor
     assert said == [f"notarius-reprocess: interrupted: nothing committed in {out}"], done.stderr[-3000:]
     assert not [name for name in os.listdir(out) if name.startswith(".temp-") or name == LOCK_NAME]
     assert not (out / "manifest.json").exists()
+
+
+# --- export-batch and import-batch share the guards ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A committed run with retry requests, and its archive."""
+    root = tmp_path_factory.mktemp("exports")
+    archive = write_archive(root / "archive")
+    out = root / "run1"
+    assert reprocess.main(job_argv(archive, out, "--output-format", "jsonl", "--refresh-stale")) == 0
+    return {"root": root, "archive": archive, "run": out}
+
+
+def export_argv(run, archive, out, *extra):
+    return ["--retry-requests", str(run / "retry_requests" / "part-*"), "--transcripts", archive["transcripts"],
+            "--provider", "openai-chat", "--model", "gpt-4.1-mini", "--output", str(out), *extra]
+
+
+def test_export_into_a_run_folder_is_refused_and_the_run_still_verifies(finished_run):
+    run = finished_run["run"]
+    before = tree(run)
+    from pipelines import batch_export
+
+    with pytest.raises(SystemExit, match="holds input files of --re"):
+        batch_export.run(export_argv(run, finished_run["archive"], run))
+    with pytest.raises(SystemExit, match="holds input files of --re"):
+        batch_export.run(export_argv(run, finished_run["archive"], run, "--overwrite"))
+    assert tree(run) == before and verify.verify_folder(str(run)).ok
+
+
+def test_export_twice_into_one_folder_needs_overwrite(finished_run):
+    batch = finished_run["root"] / "batch1"
+    first = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], batch))
+    assert first.returncode == 0, first.stderr[-2000:]
+    exported = tree(batch)
+    again = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], batch))
+    assert again.returncode == 1 and "already holds files" in again.stderr and again.stderr.count("\n") == 1
+    assert tree(batch) == exported
+    replaced = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], batch, "--overwrite"))
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    assert tree(batch) == exported  # the same export, written afresh: byte for byte
+    assert not [name for name in os.listdir(batch) if name.startswith(".")]
+
+
+def test_export_into_a_folder_named_with_glob_characters_is_refused(finished_run):
+    from pipelines import batch_export
+
+    with pytest.raises(SystemExit, match=r"contains \[ \]"):
+        batch_export.run(export_argv(finished_run["run"], finished_run["archive"], finished_run["root"] / "batch[1]"))
+
+
+def test_export_reads_only_a_run_folder_that_verifies(finished_run, tmp_path):
+    from pipelines import batch_export
+
+    forged = tmp_path / "forged"
+    shutil_copy(finished_run["run"], forged)
+    (forged / "manifest.json").unlink()
+    with pytest.raises(SystemExit, match="^notarius-reprocess export-batch: .* does not verify .*no manifest.json"):
+        batch_export.run(export_argv(forged, finished_run["archive"], tmp_path / "b1"))
+    shutil_copy(finished_run["run"], tmp_path / "tampered")
+    part = next((tmp_path / "tampered" / "retry_requests").glob("part-*"))
+    row = orjson.loads(part.read_bytes().splitlines()[0])
+    part.write_bytes(part.read_bytes() + orjson.dumps({**row, "request_id": "r-forged"}) + b"\n")
+    with pytest.raises(SystemExit, match="does not verify"):
+        batch_export.run(export_argv(tmp_path / "tampered", finished_run["archive"], tmp_path / "b2"))
+    loose = tmp_path / "loose.jsonl"
+    loose.write_bytes(part.read_bytes())
+    with pytest.raises(SystemExit, match="does not name a run's retry requests"):
+        batch_export.run(["--retry-requests", str(loose), *export_argv(finished_run["run"], finished_run["archive"],
+                                                                      tmp_path / "b3")[2:]])
+    assert not any((tmp_path / name).exists() for name in ("b1", "b2", "b3"))
+
+
+def shutil_copy(source: Path, target: Path) -> None:
+    import shutil
+
+    shutil.copytree(source, target, symlinks=True)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--max-output-tokens", str(2**64)], "--max-output-tokens must be at most 2147483647"),
+    (["--temperature", "nan"], "--temperature must be a finite number"),
+    (["--temperature", "-5"], "--temperature must be at least 0"),
+    (["--temperature", "2.5"], "--temperature must be at most 2"),
+    (["--model", ""], "--model must not be empty"),
+    (["--model", "  "], "--model must not be empty"),
+    (["--only-request-ids", "{tmp}/missing.txt"], "no such file"),
+    (["--only-request-ids", "{tmp}"], "is a folder; name a file"),
+    (["--only-request-ids", "{tmp}/latin1.txt"], "is not UTF-8 text"),
+    (["--max-lines-per-file", "0"], "--max-lines-per-file must be at least 1"),
+])
+def test_export_options_are_checked_before_any_work(finished_run, tmp_path, extra, message):
+    (tmp_path / "latin1.txt").write_bytes(b"r-caf\xe9\n")
+    extra = [part.format(tmp=tmp_path) for part in extra]
+    argv = export_argv(finished_run["run"], finished_run["archive"], tmp_path / "out", *extra)
+    if "--model" in extra:  # the last --model wins
+        argv = [a for a in argv[:argv.index("--model")]] + argv[argv.index("--model") + 2:]
+    proc = cli("export-batch", *argv)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith("notarius-reprocess export-batch: ") and message in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_to_an_output_that_names_a_file_is_one_line(finished_run, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    proc = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], tmp_path / "afile"))
+    assert proc.returncode == 1 and "is a file, not a folder" in proc.stderr and proc.stderr.count("\n") == 1
