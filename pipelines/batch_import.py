@@ -37,6 +37,7 @@ from domain.batch.providers import PROVIDERS
 from pipelines.options import required_files
 from transforms.collector import freeze_for_exit
 from transforms.compression import decompressed
+from transforms.read import UTF8_BOM
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"
@@ -80,11 +81,29 @@ def request_files(paths: Sequence[str]) -> list[tuple[str, str]]:
     return [(stem + REQUESTS_SUFFIX, stem + INDEX_SUFFIX) for stem in sorted(stems)]
 
 
+class UnreadableFile(Exception):
+    """A file that could not be read to its end (cut or corrupt compression, a failed read);
+    ``lines_read`` lines came before the damage."""
+
+    def __init__(self, path: str, lines_read: int, cause: Exception) -> None:
+        super().__init__(f"{path} could not be read past line {lines_read}: {type(cause).__name__}: {cause}"[:500])
+        self.path, self.lines_read = path, lines_read
+
+
 def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) with only the b"\\n" terminator removed: what is kept is what was read."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, path) as stream:
-        for number, line in enumerate(iter(stream.readline, b""), start=1):
-            yield number, line[:-1] if line.endswith(b"\n") else line
+    """(line number, line) with only the b"\\n" terminator removed: what is kept is what was read.
+
+    Raises UnreadableFile when the file cannot be opened or read to its end; the lines before
+    the damage have been yielded. (Only reading is wrapped: a generator never sees its caller's errors.)
+    """
+    number = 0
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw, \
+                decompressed(raw, path) as stream:
+            for number, line in enumerate(iter(stream.readline, b""), start=1):
+                yield number, line[:-1] if line.endswith(b"\n") else line
+    except Exception as exc:  # EOFError of a cut .gz, zlib/bz2 errors, BadGzipFile, I/O errors alike
+        raise UnreadableFile(path, number, exc) from exc
 
 
 def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
@@ -94,8 +113,11 @@ def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
         for path in (requests_path, index_path):
             if not FileSystems.exists(path):
                 raise SystemExit(f"{path} is missing: --requests needs each requests file with its index beside it")
-        index = [parse_index_row(raw, f"{index_path}:{n}") for n, raw in read_lines(index_path) if raw.strip()]
-        lines = [raw for _, raw in read_lines(requests_path)]
+        try:
+            index = [parse_index_row(raw, f"{index_path}:{n}") for n, raw in read_lines(index_path) if raw.strip()]
+            lines = [raw for _, raw in read_lines(requests_path)]
+        except UnreadableFile as exc:  # the export itself is damaged: nothing can be matched safely
+            raise SystemExit(str(exc)) from None
         if len(lines) != len(index) or any(
                 hashlib.sha256(line).hexdigest() != row.line_sha256 for line, row in zip(lines, index)):
             raise SystemExit(f"{requests_path} does not match its index {index_path}: was the file edited?")
@@ -120,20 +142,32 @@ def run(argv: Sequence[str] | None = None) -> dict:
     with FileSystems.create(join_path(args.output, CANDIDATES)) as candidates_out, \
             FileSystems.create(join_path(args.output, LEDGER)) as ledger_out:
         for path in results:
-            digest, lines, blank = hashlib.sha256(), 0, 0
-            for number, raw in read_lines(path):
-                digest.update(raw + b"\n")
-                if not raw.strip():
-                    blank += 1
-                    continue
+            digest, lines, blank, unreadable = hashlib.sha256(), 0, 0, None
+            try:
+                for number, raw in read_lines(path):
+                    digest.update(raw + b"\n")  # the file as read, byte-order mark included
+                    if number == 1 and raw.startswith(UTF8_BOM):  # Windows tools write one: the file's, not the line's
+                        raw = raw[len(UTF8_BOM):]
+                    if not raw.strip():
+                        blank += 1
+                        continue
+                    lines += 1
+                    row, candidate = ledger.add(path, number, raw)
+                    ledger_out.write(orjson.dumps(row) + b"\n")
+                    ledger_rows += 1
+                    if candidate is not None:
+                        candidates_out.write(orjson.dumps(candidate) + b"\n")
+                        written += 1
+            except UnreadableFile as exc:
+                # As the job does with a damaged input: what came before is imported, the rest is one
+                # unreadable line, the manifest names the file and claims no conservation (exit 2).
+                unreadable = str(exc)
+                print(f"import-batch: {unreadable}", file=sys.stderr)
                 lines += 1
-                row, candidate = ledger.add(path, number, raw)
-                ledger_out.write(orjson.dumps(row) + b"\n")
+                ledger_out.write(orjson.dumps(ledger.add_unreadable_rest(path, exc.lines_read + 1, unreadable)) + b"\n")
                 ledger_rows += 1
-                if candidate is not None:
-                    candidates_out.write(orjson.dumps(candidate) + b"\n")
-                    written += 1
-            files.append({"path": path, "lines": lines, "blank_lines": blank, "sha256": digest.hexdigest()})
+            files.append({"path": path, "lines": lines, "blank_lines": blank, "sha256": digest.hexdigest(),
+                          "unreadable": unreadable})
 
     summary = ledger.summary()
     resubmit = not_imported_ids(summary)

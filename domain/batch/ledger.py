@@ -10,6 +10,14 @@ honestly, and their stop reason is recorded), else ``errored``, ``expired`` or
 
     exported = imported + errored + expired + canceled + missing.
 
+Hostile result files are read, never fatal: any line that is not a result the
+provider's parser recognises is a ledger row with the reason (``unreadable`` when
+it names no request, ``errored`` when its request's result has an unknown shape);
+a provider time that is not one leaves the candidate's ``received_at`` to the
+fallback and the row says why; the unreadable rest of a file (cut or corrupt
+compression) is one ``unreadable`` row, and the summary then does not claim
+conservation, since the lines it held are unknown.
+
 The ledger and the candidates are deterministic: they follow the result files
 in the order given (the caller sorts paths) and the lines in file order, and
 candidate ids are digests of what was read.
@@ -27,7 +35,9 @@ import orjson
 
 from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
-from domain.revision import KIND_RETRY
+from domain.records import shown_value
+from domain.reprocess import MAX_ATTEMPT_NUMBER  # the attempt bound of the job's candidate envelope
+from domain.revision import KIND_RETRY, REQUEST_KINDS
 
 IMPORTED = "imported"
 MISSING = "missing"
@@ -43,6 +53,7 @@ UNKNOWN_TIME = "1970-01-01T00:00:00Z"
 
 _INDEX_FIELDS = ("request_id", "wire_id", "family", "source_id", "chunk_id", "attempt", "provider", "model",
                  "prompt_fingerprint", "schema_fingerprint", "line_sha256", "line")
+_INDEX_STRINGS = tuple(name for name in _INDEX_FIELDS if name not in ("attempt", "line"))
 
 
 class ExportIndexError(ValueError):
@@ -70,12 +81,28 @@ class ExportedRequest:
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
+    """One index row, checked: its values become candidate fields the job checks in turn
+    (an attempt out of the job's range would make every imported answer a dead letter)."""
     try:
         row = orjson.loads(raw)
         values = {name: row[name] for name in _INDEX_FIELDS}
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise ExportIndexError(f"{where}: not an export index row ({type(exc).__name__}: {exc})") from None
-    return ExportedRequest(**values, content_key=row.get("content_key"), kind=row.get("kind", KIND_RETRY))
+    content_key, kind = row.get("content_key"), row.get("kind", KIND_RETRY)
+    for name in _INDEX_STRINGS:
+        if not isinstance(values[name], str):
+            raise ExportIndexError(f"{where}: index {name} {shown_value(values[name])} is not a string")
+    attempt, line = values["attempt"], values["line"]
+    if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT_NUMBER:
+        raise ExportIndexError(f"{where}: index attempt {shown_value(attempt)} is not an integer from 1 to "
+                               f"{MAX_ATTEMPT_NUMBER}")
+    if type(line) is not int or line < 1:
+        raise ExportIndexError(f"{where}: index line {shown_value(line)} is not a line number")
+    if content_key is not None and not isinstance(content_key, str):
+        raise ExportIndexError(f"{where}: index content_key {shown_value(content_key)} is not a string")
+    if kind not in REQUEST_KINDS:
+        raise ExportIndexError(f"{where}: index kind {shown_value(kind)} is not one of {', '.join(REQUEST_KINDS)}")
+    return ExportedRequest(**values, content_key=content_key, kind=kind)
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
@@ -125,6 +152,8 @@ class ImportLedger:
         self.state: dict[str, str] = {}
         self.endings: dict[str, str] = {}
         self.lines: Counter[str] = Counter()
+        self.unreadable_files: list[str] = []
+        self.received_at_unreadable = 0  # candidates whose line had a time that could not be read
 
     def add(self, file: str, line_number: int, raw: bytes) -> tuple[dict, dict | None]:
         """(ledger row, candidate record or None) for one result line."""
@@ -134,7 +163,7 @@ class ImportLedger:
         if outcome is None:
             kind = UNREADABLE
         elif request is None:
-            kind, reason = UNMATCHED, f"no exported request has id {outcome.wire_id!r}"
+            kind, reason = UNMATCHED, f"no exported request has id {shown_value(outcome.wire_id)}"
         elif outcome.status != ANSWERED:
             kind = outcome.status
             self.state.setdefault(request.request_id, outcome.status)
@@ -145,19 +174,27 @@ class ImportLedger:
             self.state[request.request_id] = IMPORTED
             self.endings[request.request_id] = outcome.ending
             candidate = candidate_record(self.provider, request, outcome, raw, self.received_at)
+            self.received_at_unreadable += outcome.received_at_problem is not None
         self.lines[kind] += 1
         text, encoding = _line_text(raw)
-        row = {
-            "file": file, "line_number": line_number, "outcome": kind,
-            "request_id": request.request_id if request else None,
-            "stop_reason": outcome.stop_reason if outcome else None,
-            "http_status": outcome.http_status if outcome else None,
-            "error": (outcome.error if outcome else None) or reason,
-            "candidate_id": candidate["candidate_id"] if candidate else None,
-            "response_model": outcome.response_model if outcome else None,
-            "line": text, "line_encoding": encoding,
-        }
+        row = _ledger_row(file, line_number, kind, text, encoding,
+                          request_id=request.request_id if request else None,
+                          stop_reason=outcome.stop_reason if outcome else None,
+                          http_status=outcome.http_status if outcome else None,
+                          error=(outcome.error if outcome else None) or reason,
+                          candidate_id=candidate["candidate_id"] if candidate else None,
+                          response_model=outcome.response_model if outcome else None,
+                          received_at_problem=outcome.received_at_problem if outcome else None)
         return row, candidate
+
+    def add_unreadable_rest(self, file: str, line_number: int, reason: str) -> dict:
+        """The ledger row for the rest of a result file that could not be read from ``line_number``
+        on (cut or corrupt compression). How many lines it held is unknown: it counts as one
+        unreadable line, and the summary no longer claims conservation (answers in it may be
+        counted missing)."""
+        self.unreadable_files.append(file)
+        self.lines[UNREADABLE] += 1
+        return _ledger_row(file, line_number, UNREADABLE, "", "utf-8", error=reason)
 
     def _read(self, raw: bytes) -> tuple[ResultOutcome | None, str | None]:
         try:
@@ -179,6 +216,7 @@ class ImportLedger:
         classes = self.classes()
         totals = Counter(classes.values())
         per_class = {name: totals[name] for name in REQUEST_CLASSES}
+        unreadable = sorted(set(self.unreadable_files))
         return {
             "exported": len(classes),
             "requests": per_class,
@@ -191,9 +229,25 @@ class ImportLedger:
             "truncated": sorted(rid for rid, e in self.endings.items() if e == TRUNCATED),
             "not_imported": {name: [rid for rid, c in classes.items() if c == name] for name in NOT_IMPORTED},
             "result_lines": {kind: self.lines[kind] for kind in LINE_OUTCOMES},
+            "received_at_unreadable": self.received_at_unreadable,
+            # As the job reports its inputs' damaged files (domain.manifest): named, and no claim made.
+            "unreadable_files": {"count": len(unreadable), "paths": unreadable,
+                                 "records_may_be_missing": bool(unreadable)},
             "conservation": {**per_class, "exported": len(classes),
-                             "holds": len(classes) == sum(per_class.values())},
+                             "holds": len(classes) == sum(per_class.values()) and not unreadable},
         }
+
+
+def _ledger_row(file: str, line_number: int, outcome: str, line: str, line_encoding: str, *,
+                request_id: str | None = None, stop_reason: str | None = None, http_status: int | None = None,
+                error: str | None = None, candidate_id: str | None = None, response_model: str | None = None,
+                received_at_problem: str | None = None) -> dict:
+    return {
+        "file": file, "line_number": line_number, "outcome": outcome, "request_id": request_id,
+        "stop_reason": stop_reason, "http_status": http_status, "error": error, "candidate_id": candidate_id,
+        "response_model": response_model, "received_at_problem": received_at_problem,
+        "line": line, "line_encoding": line_encoding,
+    }
 
 
 def not_imported_ids(summary: Mapping[str, Any]) -> list[str]:

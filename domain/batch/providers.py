@@ -32,6 +32,7 @@ import orjson
 
 from domain.batch.prompts import ModelPrompt
 from domain.batch.schemas import anthropic_problems, gemini_problems, openai_strict_problems, provider_schema, to_gemini_schema
+from domain.records import shown_value
 
 # One id that every provider accepts (OpenAI and Anthropic custom_id, Gemini key).
 WIRE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -72,6 +73,19 @@ class ResultOutcome:
     received_at: str | None = None
     response_model: str | None = None
     content_key: str | None = None
+    received_at_problem: str | None = None  # why the line's own time was not used, when it had one
+
+    def __post_init__(self) -> None:
+        # A result line holds whatever JSON it holds; the ledger's columns keep one type each
+        # (the line itself is kept byte for byte beside them), and only a string id can name a request.
+        if not isinstance(self.wire_id, str):
+            object.__setattr__(self, "wire_id", None)
+        if type(self.http_status) is not int:
+            object.__setattr__(self, "http_status", None)
+        for name in ("stop_reason", "response_model"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                object.__setattr__(self, name, _short(value))
 
 
 class ResultLineError(ValueError):
@@ -86,10 +100,49 @@ def schema_name(family: str) -> str:
     return name
 
 
+# The last second an RFC 3339 time (four-digit years) and Python's datetime can name: 9999-12-31T23:59:59Z.
+LATEST_UNIX_SECOND = 253_402_300_799
+
+
 def unix_to_iso(value: Any) -> str | None:
-    if type(value) is not int or value < 0:
+    """A Unix time in seconds as RFC 3339 UTC text; None when ``value`` is not one.
+
+    An int, or a float as the openai SDK types ``created_at`` (``1794060000.0``): a
+    fraction of a second is dropped, since received_at names whole seconds. Booleans,
+    negative times and times past year 9999 (a time in milliseconds is one) are not
+    Unix times in seconds: no guess is made about what they meant.
+    """
+    if type(value) not in (int, float) or not 0 <= value <= LATEST_UNIX_SECOND:  # NaN fails the range too
         return None
-    return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(value), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unix_time_field(record: Mapping[str, Any], field: str) -> tuple[str | None, str | None]:
+    """(received_at, why not) from a provider's Unix-time field; (None, None) when the line has none."""
+    value = record.get(field)
+    if value is None:
+        return None, None
+    iso = unix_to_iso(value)
+    if iso is not None:
+        return iso, None
+    in_milliseconds = type(value) in (int, float) and LATEST_UNIX_SECOND < value <= LATEST_UNIX_SECOND * 1000
+    return None, (f"{field} {shown_value(value)} is not a Unix time in seconds from 1970 to 9999"
+                  + (" (milliseconds?)" if in_milliseconds else ""))
+
+
+def rfc3339_field(record: Mapping[str, Any], field: str) -> tuple[str | None, str | None]:
+    """(received_at, why not) from a provider's RFC 3339 time field, kept as written when the
+    job can read it as a time; (None, None) when the line has none."""
+    value = record.get(field)
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value.strip())  # how the job reads received_at
+            return value, None
+        except ValueError:
+            pass
+    return None, f"{field} {shown_value(value)} is not an RFC 3339 time"
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -159,6 +212,8 @@ class _OpenAIBatch(Provider):
         error = record.get("error")
         if error:
             code = error.get("code") if isinstance(error, dict) else None
+            if not isinstance(code, str):
+                code = None  # a code of another type names no batch end (and may not even be hashable)
             status = {"batch_expired": EXPIRED, "batch_cancelled": CANCELED}.get(code, ERRORED)
             return ResultOutcome(wire_id, status, error=_short(error))
         try:
@@ -205,8 +260,9 @@ class OpenAIChat(_OpenAIBatch):
             ending, stop = REFUSED, "refusal" if isinstance(refusal, str) else finish
         else:
             ending, stop = (TRUNCATED if finish == "length" else COMPLETE), finish
+        received_at, time_problem = unix_time_field(body, "created")
         return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop, http_status=http_status,
-                             received_at=unix_to_iso(body.get("created")), response_model=body.get("model"))
+                             received_at=received_at, received_at_problem=time_problem, response_model=body.get("model"))
 
 
 class OpenAIResponses(_OpenAIBatch):
@@ -244,9 +300,10 @@ class OpenAIResponses(_OpenAIBatch):
             ending, stop = REFUSED, "refusal" if refusals else reason
         else:
             ending, stop = (TRUNCATED if reason == "max_output_tokens" else COMPLETE), reason or status
+        received_at, time_problem = unix_time_field(body, "created_at")
         return ResultOutcome(wire_id, ANSWERED, text="".join(texts) if texts else "".join(refusals), ending=ending,
-                             stop_reason=stop, http_status=http_status,
-                             received_at=unix_to_iso(body.get("created_at")), response_model=body.get("model"))
+                             stop_reason=stop, http_status=http_status, received_at=received_at,
+                             received_at_problem=time_problem, response_model=body.get("model"))
 
 
 # --- Anthropic --------------------------------------------------------------------------
@@ -293,7 +350,7 @@ class Anthropic(Provider):
             ending = REFUSED if stop == "refusal" else TRUNCATED if truncated else COMPLETE
             return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop,
                                  response_model=message.get("model"))
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
             return _malformed(wire_id, exc)
 
 
@@ -330,8 +387,10 @@ def _gemini_answer(wire_id: str | None, response: Any, **extra) -> ResultOutcome
     text = "".join(p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought"))
     finish = candidate.get("finishReason")
     ending = TRUNCATED if finish == "MAX_TOKENS" else REFUSED if finish in GEMINI_REFUSALS else COMPLETE
-    if extra.get("received_at") is None:
-        extra["received_at"] = response.get("createTime")
+    if extra.get("received_at") is None:  # Vertex's processed_time first, else the response's own time
+        created, created_problem = rfc3339_field(response, "createTime")
+        extra["received_at"] = created
+        extra["received_at_problem"] = None if created else extra.get("received_at_problem") or created_problem
     return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=finish, response_model=model, **extra)
 
 
@@ -364,7 +423,7 @@ class Gemini(_Google):
             if record.get("error"):
                 return ResultOutcome(wire_id, ERRORED, error=_short(record["error"]))
             return _gemini_answer(wire_id, record["response"])
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
             return _malformed(wire_id, exc)
 
 
@@ -398,13 +457,14 @@ class Vertex(_Google):
             raise ResultLineError("a Vertex result line echoes its request; this one has none")
         request = record["request"]
         labels = request.get("labels")
-        wire_id = labels.get(VERTEX_LABEL) if isinstance(labels, dict) else None
-        extra = {"content_key": _texts_key(request), "received_at": record.get("processed_time")}
+        wire_id = labels.get(VERTEX_LABEL) if isinstance(labels, dict) else None  # a non-string id is none
+        processed, time_problem = rfc3339_field(record, "processed_time")
+        extra = {"content_key": _texts_key(request), "received_at": processed, "received_at_problem": time_problem}
         try:
             if record.get("status"):  # a non-empty status is the row's error
                 return ResultOutcome(wire_id, ERRORED, error=_short(record["status"]), **extra)
             return _gemini_answer(wire_id, record["response"], **extra)
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
             return ResultOutcome(wire_id, ERRORED, error=f"unrecognised result shape ({type(exc).__name__})", **extra)
 
 
