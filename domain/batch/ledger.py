@@ -36,8 +36,7 @@ import orjson
 from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
 from domain.records import shown_value
-from domain.reprocess import MAX_ATTEMPT_NUMBER  # the attempt bound of the job's candidate envelope
-from domain.revision import KIND_RETRY, REQUEST_KINDS
+from domain.revision import KIND_RETRY, MAX_ATTEMPT_NUMBER, REQUEST_KINDS
 
 IMPORTED = "imported"
 MISSING = "missing"
