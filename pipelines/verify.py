@@ -1,61 +1,94 @@
 """``notarius-reprocess verify DIR`` (or ``python -m pipelines.verify DIR``): check a run folder.
 
 Every file the manifest lists must be there with the same byte size, sha256
-and row count; no ``part-*`` file may be unlisted; the listed rows must agree
-with the manifest's counts and conservation must hold. Prints a short
-verdict; exits 0 only when all of it holds (1 when it does not, 2 on a usage
-error). The comparison is ``domain.run_integrity.verify_run``; this is the
-wiring (reading through Beam's filesystems, so ``gs://`` works too).
+and row count; no ``part-*`` file may be unlisted; every output the manifest
+declares must be listed; the listed rows must agree with the manifest's counts,
+the counts with each other, and conservation must hold. Prints a short
+verdict (a malformed manifest is a problem line, not a traceback); exits 0
+only when all of it holds (1 when it does not, 2 on a usage error). The
+comparison is ``domain.run_integrity.verify_run``; this is the wiring
+(reading through Beam's filesystems, so ``gs://`` works too).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 import orjson
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
-                                  relative_path, verify_run)
+                                  one_line, relative_path, verify_run)
 from transforms.collector import freeze_for_exit
 from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
 
 
-def _verdict_and_manifest(output: str) -> tuple[Verdict, dict | None]:
-    """The verdict on a run folder, and its manifest when it could be parsed."""
-    folder = normalized_folder(str(output))
-    state = folder_state(folder)
-    if state in ("absent", "empty"):
-        return Verdict(0, (f"{output} does not exist or is empty",)), None
-    if state == "file":
-        return Verdict(0, (f"{output} is a file, not a run folder",)), None
+def _read_manifest(folder: str) -> tuple[Any, str | None]:
+    """The manifest's JSON value, or why there is none to compare with (one line)."""
     manifest_path = FileSystems.join(folder, MANIFEST_NAME)
     if not FileSystems.exists(manifest_path):
-        return Verdict(0, (f"no {MANIFEST_NAME}: not a committed run (still running, failed or killed)",)), None
+        return None, f"no {MANIFEST_NAME}: not a committed run (still running, failed or killed)"
     try:
-        with FileSystems.open(manifest_path) as handle:
-            manifest = orjson.loads(handle.read())
-        listed = listed_files(manifest)
-    except orjson.JSONDecodeError as exc:
-        return Verdict(0, (f"{MANIFEST_NAME} is not valid JSON ({exc})",)), None
-    except ManifestError as exc:
-        return Verdict(0, (str(exc),)), manifest
+        with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            data = handle.read()
+    except OSError as exc:  # a folder of that name, no permission, a broken link
+        return None, f"{MANIFEST_NAME} cannot be read ({type(exc).__name__}: {exc})"
+    try:
+        return orjson.loads(data), None
+    except orjson.JSONDecodeError as exc:  # also: not UTF-8
+        return None, f"{MANIFEST_NAME} is not valid JSON ({exc})"
+
+
+def _found(folder: str, listed: dict[str, OutputFile]) -> tuple[dict[str, OutputFile | str | None], list[str]]:
+    """What is there now of each listed file, and every part-* file in the folder (relative paths)."""
     present = {relative_path(folder, path) for path in list_files(folder)}
     found: dict[str, OutputFile | str | None] = {}
     for rel, want in listed.items():
         if rel not in present:
             found[rel] = None
             continue
-        facts = read_file_facts(FileSystems.join(folder, rel), want.format)
+        try:
+            facts = read_file_facts(FileSystems.join(folder, rel), want.format)
+        except OSError as exc:  # there, but not readable (permissions, a vanished object)
+            found[rel] = f"cannot be read ({type(exc).__name__}: {exc})"
+            continue
         if facts.row_error is not None:  # reported with what else changed
             changed = [f"bytes {want.bytes} -> {facts.bytes}"] if facts.bytes != want.bytes else []
             changed += ["sha256 differs"] if facts.sha256 != want.sha256 else []
             found[rel] = ", ".join([*changed, facts.row_error])
             continue
         found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, facts.rows)
-    return verify_run(manifest, found, [rel for rel in present if is_part_file(rel)]), manifest
+    return found, [rel for rel in present if is_part_file(rel)]
+
+
+def _verdict_and_manifest(output: str) -> tuple[Verdict, dict | None]:
+    """The verdict on a run folder, and its manifest when it could be parsed. Whatever the folder
+    holds, a verdict: each problem one line, never a traceback."""
+    try:
+        folder = normalized_folder(str(output))
+        state = folder_state(folder)
+        if state in ("absent", "empty"):
+            return _refusal(f"{output} does not exist or is empty"), None
+        if state == "file":
+            return _refusal(f"{output} is a file, not a run folder"), None
+        manifest, unusable = _read_manifest(folder)
+        if unusable is not None:
+            return _refusal(unusable), None
+        try:
+            listed = listed_files(manifest)
+        except ManifestError:
+            return verify_run(manifest, {}, []), None  # the verdict names what is wrong with the listing
+        found, part_files = _found(folder, listed)
+    except OSError as exc:  # the folder itself cannot be listed or read
+        return _refusal(f"{output} cannot be read ({type(exc).__name__}: {exc})"), None
+    return verify_run(manifest, found, part_files), manifest
+
+
+def _refusal(problem: str) -> Verdict:
+    return Verdict(0, (one_line(problem),))
 
 
 def verify_folder(output: str) -> Verdict:
