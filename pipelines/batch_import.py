@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+import uuid
 from typing import Iterator, Sequence
 
 import orjson
@@ -34,7 +35,8 @@ from domain.batch.ledger import (
     CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
-from pipelines.options import required_files
+from pipelines.guards import claimed_output
+from pipelines.options import JobOption, OptionsError, command_parser, parse_command, required_files
 from transforms.collector import freeze_for_exit
 from transforms.compression import decompressed
 from transforms.read import UTF8_BOM
@@ -46,20 +48,28 @@ MANIFEST = "import_manifest.json"
 NOT_IMPORTED = "not_imported.txt"
 
 
+PROG = "notarius-reprocess import-batch"
+DESCRIPTION = __doc__.split("\n\n")[0]
+IMPORT_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("--provider", required=True, choices=tuple(sorted(PROVIDERS)), help="The batch API the requests went to."),
+    JobOption("--results", required=True, many=True,
+              help="Every result file the provider returned (paths or globs): output and error files alike."),
+    JobOption("--requests", required=True,
+              help="Glob of the exported requests-*.jsonl files (their .index.jsonl beside)."),
+    JobOption("--output", required=True, help="Output directory (local, gs://, s3://): absent or empty (see "
+                                              "--overwrite), and not where --results or --requests read."),
+    JobOption("--overwrite", "Replace what --output holds (the earlier import manifest first).", default=False,
+              switch=True),
+    JobOption("--received-at", "received_at for results whose line carries no time (Anthropic, Gemini API); "
+                               f"default {UNKNOWN_TIME}, meaning unknown."),
+    JobOption("--unanswered", "What an exported request with no result line counts as (default missing; say "
+                              "expired or canceled when the whole batch expired or was cancelled and the provider "
+                              "writes no line for it).", default=MISSING, choices=(MISSING, EXPIRED, CANCELED)),
+)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="notarius-reprocess import-batch", description=__doc__.split("\n\n")[0])
-    p.add_argument("--provider", required=True, choices=sorted(PROVIDERS), help="The batch API the requests went to.")
-    p.add_argument("--results", required=True, nargs="+",
-                   help="Every result file the provider returned (paths or globs): output and error files alike.")
-    p.add_argument("--requests", required=True, help="Glob of the exported requests-*.jsonl files (their .index.jsonl beside).")
-    p.add_argument("--output", required=True, help="Output directory (local, gs://, s3://).")
-    p.add_argument("--received-at", "--received_at", dest="received_at", default=None,
-                   help="received_at for results whose line carries no time (Anthropic, Gemini API); "
-                        f"default {UNKNOWN_TIME}, meaning unknown.")
-    p.add_argument("--unanswered", choices=(MISSING, EXPIRED, CANCELED), default=MISSING,
-                   help="What an exported request with no result line counts as (default missing; say expired or "
-                        "canceled when the whole batch expired or was cancelled and the provider writes no line for it).")
-    return p
+    return command_parser(PROG, DESCRIPTION, IMPORT_OPTIONS)
 
 
 def match_all(patterns: Sequence[str], flag: str) -> list[str]:
@@ -125,22 +135,46 @@ def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
     return exported
 
 
+# What an import writes (relative to --output): what the input globs must not reach.
+IMPORT_WRITES = (CANDIDATES, LEDGER, NOT_IMPORTED, MANIFEST)
+
+
 def run(argv: Sequence[str] | None = None) -> dict:
     """Import the results and return the import manifest."""
-    args = parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
+    args = parse_command(PROG, DESCRIPTION, IMPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     provider = PROVIDERS[args.provider]
-    pairs = request_files(match_all([args.requests], "--requests"))
-    results = match_all(args.results, "--results")
+    try:
+        pairs = request_files(match_all([args.requests], "--requests"))
+        results = match_all(args.results, "--results")
+    except OptionsError as exc:
+        raise SystemExit(f"{PROG}: {exc}") from None
     try:
         ledger = ImportLedger(provider, load_exported(pairs), received_at=args.received_at or UNKNOWN_TIME,
                               unanswered=args.unanswered)
     except ExportIndexError as exc:
-        raise SystemExit(str(exc)) from None
+        raise SystemExit(f"{PROG}: {exc}") from None
+    with claimed_output(PROG, args.output, inputs={"--results": args.results, "--requests": args.requests},
+                        writes=IMPORT_WRITES, overwrite=args.overwrite, remove_first=[MANIFEST],
+                        commit_record=MANIFEST) as folder:
+        # Written aside, moved into place once whole, then the manifest: a folder never holds a partial
+        # candidates.jsonl beside a manifest (the guard removes the aside folder on every way out).
+        aside = join_path(folder, f".temp-import-{uuid.uuid4().hex}")
+        FileSystems.mkdirs(aside)
+        manifest = _import(args, provider, pairs, results, ledger, aside)
+        names = (CANDIDATES, LEDGER, NOT_IMPORTED)
+        FileSystems.rename([join_path(aside, name) for name in names], [join_path(folder, name) for name in names])
+        manifest["options"]["output"] = folder
+        write_json_document(manifest, join_path(folder, MANIFEST))
+        return manifest
 
+
+def _import(args, provider, pairs, results, ledger: ImportLedger, folder: str) -> dict:
+    """Read every results file into the ledger; write the candidates, ledger and ids to resubmit under
+    ``folder``; returns the manifest."""
     written = ledger_rows = 0
     files = []
-    with FileSystems.create(join_path(args.output, CANDIDATES)) as candidates_out, \
-            FileSystems.create(join_path(args.output, LEDGER)) as ledger_out:
+    with FileSystems.create(join_path(folder, CANDIDATES)) as candidates_out, \
+            FileSystems.create(join_path(folder, LEDGER)) as ledger_out:
         for path in results:
             digest, lines, blank, unreadable = hashlib.sha256(), 0, 0, None
             try:
@@ -171,13 +205,13 @@ def run(argv: Sequence[str] | None = None) -> dict:
 
     summary = ledger.summary()
     resubmit = not_imported_ids(summary)
-    with FileSystems.create(join_path(args.output, NOT_IMPORTED)) as handle:
+    with FileSystems.create(join_path(folder, NOT_IMPORTED)) as handle:
         handle.write(b"".join(rid.encode("utf-8") + b"\n" for rid in resubmit))
     result_lines = sum(f["lines"] for f in files)
     conservation = summary["conservation"]
     conservation["holds"] = (conservation["holds"] and written == summary["requests"]["imported"]
                              and ledger_rows == result_lines)
-    manifest = {
+    return {
         "provider": provider.name,
         **summary,
         "candidates_written": written,
@@ -188,8 +222,6 @@ def run(argv: Sequence[str] | None = None) -> dict:
         "options": {"provider": provider.name, "results": list(args.results), "requests": args.requests,
                     "output": args.output, "received_at": args.received_at, "unanswered": args.unanswered},
     }
-    write_json_document(manifest, join_path(args.output, MANIFEST))
-    return manifest
 
 
 def format_summary(manifest: dict) -> str:

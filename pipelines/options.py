@@ -43,6 +43,7 @@ class JobOption:
     required: bool = False  # checked by check_values, not argparse (see ReprocessOptions)
     non_empty: bool = False  # a string that must hold more than blanks (a model name)
     existing_file: bool = False  # a path that must name a readable file, not a folder
+    many: bool = False  # one or more values (a list)
 
     @property
     def dest(self) -> str:
@@ -223,9 +224,11 @@ def check_option_values(values: Any, table: Sequence[JobOption]) -> None:
     if missing:
         raise OptionsError(f"missing required option(s): {', '.join(missing)}")
     for option in table:
-        problem = _value_problem(option, getattr(values, option.dest))
-        if problem:
-            raise OptionsError(problem)
+        value = getattr(values, option.dest)
+        for one in (value if option.many and value is not None else [value]):
+            problem = _value_problem(option, one)
+            if problem:
+                raise OptionsError(problem)
 
 
 def check_values(opts: ReprocessOptions) -> None:
@@ -247,7 +250,7 @@ def add_options(parser: argparse.ArgumentParser, table: Sequence[JobOption]) -> 
                                 help=option.help)
         else:
             parser.add_argument(*option.spellings, dest=option.dest, default=option.default, type=option.type,
-                                choices=option.choices, help=option.help)
+                                choices=option.choices, help=option.help, **({"nargs": "+"} if option.many else {}))
 
 
 def command_parser(prog: str, description: str, table: Sequence[JobOption]) -> argparse.ArgumentParser:

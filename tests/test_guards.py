@@ -386,3 +386,83 @@ def test_export_to_an_output_that_names_a_file_is_one_line(finished_run, tmp_pat
     (tmp_path / "afile").write_text("x")
     proc = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], tmp_path / "afile"))
     assert proc.returncode == 1 and "is a file, not a folder" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def exported(finished_run):
+    batch = finished_run["root"] / "batch-for-import"
+    done = cli("export-batch", *export_argv(finished_run["run"], finished_run["archive"], batch))
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = finished_run["root"] / "results"
+    results.mkdir()
+    (results / "output.jsonl").write_bytes(b"")  # nothing answered yet: every request is missing
+    return {"batch": batch, "results": results}
+
+
+def import_argv(exported, out, *extra):
+    return ["--provider", "openai-chat", "--results", str(exported["results"] / "*"),
+            "--requests", str(exported["batch"] / "requests-*"), "--output", str(out), *extra]
+
+
+def test_import_into_the_folder_of_its_results_is_refused(exported):
+    from pipelines import batch_import
+
+    before = tree(exported["results"])
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit, match="holds input files of --results"):
+            batch_import.run(import_argv(exported, exported["results"], *extra))
+    assert tree(exported["results"]) == before
+
+
+def test_import_twice_into_one_folder_needs_overwrite(exported, tmp_path):
+    from pipelines import batch_import
+
+    out = tmp_path / "import"
+    first = batch_import.run(import_argv(exported, out))
+    written = tree(out)
+    assert sorted(written) == ["candidates.jsonl", "import_manifest.json", "ledger.jsonl", "not_imported.txt"]
+    assert first["conservation"]["missing"] == first["conservation"]["exported"] > 0
+    with pytest.raises(SystemExit, match="already holds files"):
+        batch_import.run(import_argv(exported, out))
+    assert tree(out) == written
+    batch_import.run(import_argv(exported, out, "--overwrite"))
+    assert tree(out) == written
+
+
+@pytest.mark.parametrize("results,output,message", [
+    ("{results}", "{tmp}/out", "names a folder; give a pattern of its files"),
+    ("{results}/*", "{results}/output.jsonl", "is a file, not a folder"),
+    ("{tmp}/nothing-*", "{tmp}/out", "matches no files"),
+])
+def test_import_mistakes_are_one_line(exported, tmp_path, results, output, message):
+    argv = import_argv(exported, tmp_path / "unused")
+    argv[argv.index("--results") + 1] = results.format(results=exported["results"], tmp=tmp_path)
+    argv[argv.index("--output") + 1] = output.format(results=exported["results"], tmp=tmp_path)
+    proc = cli("import-batch", *argv)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("notarius-reprocess import-batch: ") and message in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_writes_into_a_folder_it_creates(finished_run, tmp_path):
+    from pipelines import report
+
+    html = tmp_path / "new" / "deeper" / "report.html"
+    assert report.main(["--output", str(finished_run["run"]), "--html", str(html)]) == 0
+    assert html.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("module,extra,message", [
+    ("pipelines.report", ["--truth", "{tmp}/missing.jsonl"], "--truth '{tmp}/missing.jsonl': no such file"),
+    ("pipelines.report", ["--html", "{tmp}"], "--html '{tmp}' is a folder; name the file to write"),
+    ("pipelines.retry_economy", ["--truth", "{tmp}"], "--truth '{tmp}' is a folder; name a file"),
+])
+def test_report_mistakes_are_one_line(finished_run, tmp_path, module, extra, message):
+    extra = [part.format(tmp=tmp_path) for part in extra]
+    if module.endswith("retry_economy") and "--truth" not in extra:
+        extra += ["--truth", str(tmp_path / "t.jsonl")]
+    proc = subprocess.run([sys.executable, "-m", module, "--output", str(finished_run["run"]), *extra], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and message.format(tmp=tmp_path) in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1

@@ -12,7 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from domain.families import FAMILIES
 from domain.manifest import build_manifest
+from domain.reprocess import RunConfig, process_source
 from domain.retry_economy import recorded_savings, retry_economy
 from domain.run_integrity import OutputFile, files_block
 from domain.run_summary import summarize_run
@@ -128,6 +130,15 @@ def write_job(run, root: Path, requests=None) -> tuple[Path, Path]:
         (job / name / "part-00000-of-00001.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     options = {"transcripts": str(archive / "transcripts.jsonl"), "candidates": str(archive / "candidates.jsonl"),
                "max_attempts": MAX_ATTEMPTS}
+    # Every output the job writes, artifacts/<family> too (an empty shard for a family without any):
+    # verify refuses a folder without one of them.
+    artifacts = [artifact for source_id in ("S1", "S2") for artifact in process_source(
+        source_id, [orjson.dumps(transcript_record(source_id))], [p.line() for p in PLAN if p.source_id == source_id],
+        RunConfig(max_attempts=MAX_ATTEMPTS)).artifacts]
+    for family in sorted(FAMILIES):
+        (job / "artifacts" / family).mkdir(parents=True)
+        (job / "artifacts" / family / "part-00000-of-00001.jsonl").write_bytes(
+            b"".join(orjson.dumps(a) + b"\n" for a in artifacts if a["family"] == family))
     manifest = {**build_manifest(run.counts, options=options, runner="hand"), "files": files_of(job)}
     (job / "manifest.json").write_bytes(orjson.dumps(manifest))
     return job, truth
