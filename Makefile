@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean compiled
+.PHONY: demo test install clean
 
 install: $(STAMP)
 
@@ -19,19 +19,6 @@ test: $(STAMP)
 	sh scripts/ensure_chromium.sh
 	$(BIN)/python scripts/flink/prepare.py || echo "flink: preparation failed; the Flink tests will fail with the reason"
 	$(BIN)/python -m pytest -q
-	$(BIN)/python -m bench.compiled pytest -q $(COMPILED_TESTS)
-
-# The tests run a second time on the compiled domain (setup.py's NOTARIUS_COMPILE=1,
-# built by bench.compiled): every domain test, and jobs in-process and on two workers.
-COMPILED_TESTS := $(addprefix tests/,test_assets.py test_batch_backfill.py test_batch_domain.py \
-	test_batch_provider_shapes.py test_candidate_fast_path.py test_evidence.py test_family_combat_enemy_scene.py \
-	test_family_contracts.py test_family_occurrences.py test_family_registries.py test_family_spells.py \
-	test_invariants.py test_issues.py test_reconciliation.py test_reliability_guidance.py test_response_fast_path.py \
-	test_revision.py test_run_summary.py test_sample_revision.py test_source.py test_source_fast_path.py \
-	test_pipeline_e2e.py test_reliability_determinism.py test_compiled_build.py)
-
-compiled: $(STAMP)  ## the compiled domain, as its wheel installs it: built once per state of the sources; prints its folder
-	$(BIN)/python -m bench.compiled
 
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.demo --output out/demo

@@ -1,6 +1,6 @@
 """Instructions, not seconds: each configuration counted under callgrind on a small archive.
 
-    .venv/bin/python -m bench.instructions                                   # loop and job, pure and compiled
+    .venv/bin/python -m bench.instructions                                   # the loop and the job in-process
     .venv/bin/python -m bench.instructions --configs loop,direct --checkouts .,../base   # a change against a base
 
 This machine's speed moves by 25-40% within an hour, so a change worth a few
@@ -9,13 +9,12 @@ number of instructions a run executes does not move: valgrind's callgrind
 counts them exactly (about 50x slower than a plain run, so the archive is
 small, 5,000 candidates by default). Fixed costs (interpreter, imports,
 Beam's graph and runner) are counted once per run, so compare a
-configuration with itself across checkouts, or pure with compiled; between
-the loop and the job the difference is mostly the job's fixed part.
+configuration with itself across checkouts; between the loop and the job the
+difference is mostly the job's fixed part.
 
-``--checkouts`` runs the pure configurations on other checkouts of this
-repository (e.g. ``git worktree add ../base HEAD~1``), each on its own
-sources; compiled configurations run on this checkout's compiled build
-(``bench.compiled``). Linux with valgrind installed (``apt install valgrind``).
+``--checkouts`` runs the configurations on other checkouts of this repository
+(e.g. ``git worktree add ../base HEAD~1``), each on its own sources. Linux
+with valgrind installed (``apt install valgrind``).
 
 ``make bench`` (``bench.run``) adds the section of :func:`section`: the loop and
 the job counted at two archive sizes, so the fixed part (start-up, imports,
@@ -35,10 +34,10 @@ from pathlib import Path
 
 from bench.archive import REPO, ArchiveSpec, ensure_archive
 from bench.procs import checkout_bytecode
-from bench.run import CONFIGS, command, compiled_environment
+from bench.run import CONFIGS, command
 from bench.stats import linear_fit, markdown_table
 
-DEFAULT_CONFIGS = "loop,direct,loop-compiled,direct-compiled"
+DEFAULT_CONFIGS = "loop,direct"
 _SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 
 
@@ -63,14 +62,14 @@ def counted(argv: list[str], cwd: Path, env: dict | None) -> int:
 
 
 def environment_for(checkout: Path) -> dict:
-    """A pure configuration on ``checkout``: its own sources, nothing from the working directory."""
+    """A configuration on ``checkout``: its own sources, nothing from the working directory."""
     return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
 
 
 def count_configuration(config, archive, checkout: Path = REPO) -> int:
     """Instructions one run of ``config`` executes on ``archive`` (JSON Lines outputs)."""
     with tempfile.TemporaryDirectory() as output:
-        env = {**(compiled_environment() if config.compiled else environment_for(checkout)),
+        env = {**environment_for(checkout),
                "PYTHONHASHSEED": "0"}  # the same set and dict orders in every run: the same count
         return counted(command(config, archive, Path(output) / "out", "jsonl"), checkout, env)
 
@@ -127,8 +126,8 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n")[0])
     p.add_argument("--candidates", type=int, default=5_000)
-    p.add_argument("--configs", default=DEFAULT_CONFIGS, help="of loop, direct, each also with -compiled")
-    p.add_argument("--checkouts", default=".", help="comma-separated checkouts for the pure configurations")
+    p.add_argument("--configs", default=DEFAULT_CONFIGS, help="of loop, direct")
+    p.add_argument("--checkouts", default=".", help="comma-separated checkouts to count the configurations on")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     args = p.parse_args(argv)
     if shutil.which("valgrind") is None:
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[list[str]] = []
     first: dict[str, int] = {}  # per configuration, the count on the first checkout
     for config in configs:
-        for checkout in checkouts[:1] if config.compiled else checkouts:
+        for checkout in checkouts:
             n = count_configuration(config, archive, checkout)
             base = first.setdefault(config.key, n)
             print(f"  {config.key:<18} {checkout}  {n / 1e9:7.3f} G instructions", file=sys.stderr, flush=True)

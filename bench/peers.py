@@ -14,9 +14,6 @@ interleaved so machine load drifts over all of them alike:
   (``.venv-peers``, bench/requirements-peers.txt): PySpark ``local[2]``, RDD
   ``cogroup`` by source into N partitions, one domain call per source, JSON
   Lines out. Several N are run; the peer is credited with its best.
-- each of them again with ``-compiled``: on the compiled domain
-  (``bench.compiled``, setup.py's ``NOTARIUS_COMPILE=1``), PySpark's Python
-  workers included, so each form of the domain is compared with its own kind.
 
 Wall time and CPU time are of the whole process tree (the driver, its JVM and
 the Python workers the JVM starts); peak RSS is the sum over that tree
@@ -40,13 +37,6 @@ from bench.stats import check_same_evaluations, markdown_table, round_order, spr
 PEERS_PY = REPO / ".venv-peers" / "bin" / "python"
 INSTALL_HINT = "`make bench-peers` (or `make peers-env`) installs PySpark into .venv-peers"
 JOB_CONFIGS = ("loop", "direct", "direct-mp2")
-COMPILED = "-compiled"  # the suffix of a configuration on the compiled domain
-DEFAULT_CONFIGS = JOB_CONFIGS + tuple(key + COMPILED for key in JOB_CONFIGS)
-
-
-def form_of(name: str) -> str:
-    """The suffix of the configuration's form of the domain: COMPILED, or "" for pure Python."""
-    return COMPILED if name.endswith(COMPILED) else ""
 
 
 def spark_available() -> str | None:
@@ -65,13 +55,11 @@ def spark_command(archive: Archive, output: Path, partitions: int) -> list[str]:
 
 
 def run_spark(archive: Archive, name: str, scratch: Path) -> dict:
-    """``name`` is ``spark-p<N>``, or ``spark-p<N>-compiled`` on the compiled domain."""
-    from bench.run import compiled_environment
-
-    partitions = int(name.removesuffix(COMPILED)[len("spark-p"):])
+    """``name`` is ``spark-p<N>``: N cogroup partitions."""
+    partitions = int(name[len("spark-p"):])
     output = scratch / name
     shutil.rmtree(output, ignore_errors=True)
-    env = compiled_environment() if form_of(name) else {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(spark_command(archive, output, partitions), cwd=str(REPO), env=env)
     if m.returncode != 0:
         raise SystemExit(f"{name} failed with exit code {m.returncode}:\n{m.stderr[-3000:]}")
@@ -93,7 +81,7 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
     points = []
     for size in sizes:
         archive = ensure_archive(ArchiveSpec.at_density(size), cache, log)
-        names = twins_adjacent(configs, [] if missing else partitions)
+        names = [c for c in configs if c in JOB_CONFIGS] + ([] if missing else [f"spark-p{n}" for n in partitions])
         rows: dict[str, list[dict]] = {name: [] for name in names}
         for round_no in range(1, (runs if size < 500_000 else 1) + 1):
             for name in round_order(names, round_no):
@@ -115,17 +103,6 @@ def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, 
     return {"points": points, "not_measurable": missing}
 
 
-def twins_adjacent(configs: list[str], partitions: list[int]) -> list[str]:
-    """The job configurations asked for, then PySpark's (one per partition count, on each form of
-    the domain asked for), each on the pure domain right before its compiled twin: the pairs
-    the section compares run minutes apart at most."""
-    forms = [suffix for suffix in ("", COMPILED) if any(form_of(c) == suffix for c in configs)]
-    bases = list(dict.fromkeys(c.removesuffix(COMPILED) for c in configs if c.removesuffix(COMPILED) in JOB_CONFIGS))
-    bases += [f"spark-p{n}" for n in partitions]
-    return [base + suffix for base in bases for suffix in forms
-            if base.startswith("spark-p") or base + suffix in configs]
-
-
 LABELS = {
     "loop": "domain loop (1 process)",
     "direct": "job, in-process (FnApiRunner)",
@@ -134,14 +111,12 @@ LABELS = {
 
 
 def label(name: str) -> str:
-    base = name.removesuffix(COMPILED)
-    text = LABELS.get(base) or f"PySpark `local[2]`, cogroup into {base[len('spark-p'):]} partitions"
-    return text + (", compiled domain" if form_of(name) else "")
+    return LABELS.get(name) or f"PySpark `local[2]`, cogroup into {name[len('spark-p'):]} partitions"
 
 
-def best_spark(summaries: dict, suffix: str = "") -> str | None:
-    """The fastest PySpark configuration on the same form of the domain (``suffix``)."""
-    sparks = [name for name in summaries if name.startswith("spark-p") and form_of(name) == suffix]
+def best_spark(summaries: dict) -> str | None:
+    """The fastest PySpark configuration."""
+    sparks = [name for name in summaries if name.startswith("spark-p")]
     return max(sparks, key=lambda name: summaries[name]["rate"]["median"]) if sparks else None
 
 
@@ -149,9 +124,9 @@ def tables(result: dict) -> str:
     parts = []
     for point in result["points"]:
         s = point["summaries"]
+        best = best_spark(s)
         rows = []
         for name, m in s.items():
-            best = best_spark(s, form_of(name))
             text = label(name) + (" (best)" if name == best else "")
             ratio = f"{m['rate']['median'] / s[best]['rate']['median']:.2f}" if best else "-"
             # PySpark's JVM and its Python workers are not reaped by the driver: wait4 cannot see their CPU.
@@ -161,8 +136,8 @@ def tables(result: dict) -> str:
         parts.append(f"{point['candidates']:,} candidates, {point['sources']} sources, "
                      f"{len(next(iter(point['raw'].values())))} interleaved round(s), JSON Lines outputs.\n\n"
                      + markdown_table(["configuration", "wall s, median (min–max)", "candidates/s",
-                                       "x best PySpark (same form of the domain)", "CPU s",
-                                       "peak RSS of the tree, MB", "processes", "1-min load after"], rows, "lrrrrrrr"))
+                                       "x best PySpark", "CPU s", "peak RSS of the tree, MB", "processes",
+                                       "1-min load after"], rows, "lrrrrrrr"))
     parts.append("CPU s is user + system time of the process and the descendants it reaped (n/a for PySpark, "
                  "whose JVM and Python workers the driver does not reap). Peak RSS is the sum over the whole "
                  "process tree, JVM included.")
@@ -188,36 +163,30 @@ def ratio_text(point: dict, numerator: str, denominator: str) -> tuple[float, st
 
 
 def targets(result: dict) -> list[list[str]]:
-    """Issue #16's targets (JSON Lines, medians of this section's interleaved rounds), for each
-    form of the domain measured: configurations are only compared with their own form."""
+    """Issue #16's targets (JSON Lines, medians of this section's interleaved rounds)."""
     rows = []
     for point in result["points"]:
         s = point["summaries"]
-        for suffix in ("", COMPILED):
-            loop, direct, mp2 = (f"{key}{suffix}" for key in JOB_CONFIGS)
-            best = best_spark(s, suffix)
-            at = f"at {point['candidates']:,}" + (", compiled domain" if suffix else "")
-            if loop in s:
-                rate = s[loop]["rate"]
-                best_round = f" (best round {rate['max']:,.0f}/s)" if rate["n"] > 1 else ""
-                rows.append([f"domain loop >= 20,000 candidates/s on one core {at}",
-                             f"{rate['median']:,.0f}/s{best_round}", "yes" if rate["median"] >= 20_000 else "no"])
-            if loop in s and direct in s:
-                r, text = ratio_text(point, direct, loop)
-                rows.append([f"job in-process >= 0.85x the domain loop {at}", text, "yes" if r >= 0.85 else "no"])
-            if direct in s and mp2 in s:
-                r, text = ratio_text(point, mp2, direct)
-                rows.append([f"job on 2 workers >= 1.5x in-process {at}", text, "yes" if r >= 1.5 else "no"])
-            if best and mp2 in s:
-                r, text = ratio_text(point, mp2, best)
-                goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
-                rows.append([f"job on 2 workers vs best PySpark {at}: {goal}", text, "yes" if ok else "no"])
-            if best and direct in s:
-                rows.append([f"job in-process vs best PySpark {at}", ratio_text(point, direct, best)[1], "-"])
-        for key in JOB_CONFIGS:
-            if key in s and key + COMPILED in s:
-                rows.append([f"{LABELS[key]}: compiled domain vs pure at {point['candidates']:,}",
-                             ratio_text(point, key + COMPILED, key)[1], "-"])
+        loop, direct, mp2 = JOB_CONFIGS
+        best = best_spark(s)
+        at = f"at {point['candidates']:,}"
+        if loop in s:
+            rate = s[loop]["rate"]
+            best_round = f" (best round {rate['max']:,.0f}/s)" if rate["n"] > 1 else ""
+            rows.append([f"domain loop >= 20,000 candidates/s on one core {at}",
+                         f"{rate['median']:,.0f}/s{best_round}", "yes" if rate["median"] >= 20_000 else "no"])
+        if loop in s and direct in s:
+            r, text = ratio_text(point, direct, loop)
+            rows.append([f"job in-process >= 0.85x the domain loop {at}", text, "yes" if r >= 0.85 else "no"])
+        if direct in s and mp2 in s:
+            r, text = ratio_text(point, mp2, direct)
+            rows.append([f"job on 2 workers >= 1.5x in-process {at}", text, "yes" if r >= 1.5 else "no"])
+        if best and mp2 in s:
+            r, text = ratio_text(point, mp2, best)
+            goal, ok = ("2x", r >= 2) if point["size"] < 500_000 else ("ahead", r > 1)
+            rows.append([f"job on 2 workers vs best PySpark {at}: {goal}", text, "yes" if ok else "no"])
+        if best and direct in s:
+            rows.append([f"job in-process vs best PySpark {at}", ratio_text(point, direct, best)[1], "-"])
     return rows
 
 
@@ -236,8 +205,7 @@ def section(sizes: list[int], configs: list[str], partitions: list[int], runs: i
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="100000")
-    p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
-                   help="of loop, direct, direct-mp2, each also with -compiled (PySpark runs on each form named)")
+    p.add_argument("--configs", default=",".join(JOB_CONFIGS), help="of loop, direct, direct-mp2")
     p.add_argument("--partitions", default="2,4,8", help="PySpark cogroup partition counts to try")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")

@@ -35,11 +35,9 @@ import platform
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, replace
-from functools import cache
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import compiled
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.procs import Measured, job_failure, measure
 from bench.stats import check_same_evaluations, linear_fit, markdown_table, round_order, spread, summary
@@ -54,7 +52,6 @@ class Config:
     label: str
     job: bool  # the Beam job (else the domain loop)
     extra: tuple[str, ...] = ()
-    compiled: bool = False  # run on the compiled wheel's install (bench.compiled), else on the checkout
 
 
 CONFIGS = {
@@ -68,10 +65,6 @@ CONFIGS = {
     "direct-mp1": Config("direct-mp1", "job, 1 worker (multi_processing)", True,
                          ("--direct_num_workers=1", "--direct_running_mode=multi_processing")),
 }
-# The same three on the compiled domain (setup.py's NOTARIUS_COMPILE=1).
-CONFIGS.update({f"{key}-compiled": replace(CONFIGS[key], key=f"{key}-compiled", label=CONFIGS[key].label + ", compiled",
-                                           compiled=True)
-                for key in ("loop", "direct", "direct-mp2")})
 # Configurations that cannot run here, with why (label, reason). Flink has its own section (bench.flink).
 NOT_MEASURABLE: dict[str, tuple[str, str]] = {}
 
@@ -84,17 +77,10 @@ def command(config: Config, archive: Archive, output: Path, fmt: str) -> list[st
     return [PY, "-m", "bench.loop", *common, *config.extra]
 
 
-@cache
-def compiled_environment() -> dict[str, str]:
-    """How a configuration on the compiled domain runs: built once per bench process."""
-    return compiled.environment(compiled.ensure_built(log=lambda message: print(message, file=sys.stderr)))
-
-
 def run_once(config: Config, archive: Archive, fmt: str, scratch: Path) -> dict:
     output = scratch / f"{config.key}-{fmt}"
     shutil.rmtree(output, ignore_errors=True)
-    env = compiled_environment() if config.compiled else None
-    m: Measured = measure(command(config, archive, output, fmt), cwd=str(REPO), env=env)
+    m: Measured = measure(command(config, archive, output, fmt), cwd=str(REPO))
     if m.returncode != 0:
         raise SystemExit(job_failure(f"{config.key} ({fmt})", output, m.returncode, m.stderr[-3000:]))
     row = {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "tree_peak_rss_mb": m.tree_peak_rss_mb,
@@ -197,9 +183,8 @@ def summarize(results: dict[str, list[dict]]) -> dict:
 def side_by_side_table(summaries: dict, formats: list[str], configs: list[str]) -> str:
     rows = []
     for fmt in formats:
+        loop = summaries.get(f"loop/{fmt}")
         for key in configs:
-            # Each configuration against the loop on the same form of the domain.
-            loop = summaries.get(f"loop{'-compiled' if CONFIGS[key].compiled else ''}/{fmt}")
             s = summaries[f"{key}/{fmt}"]
             ratio = f"{s['rate']['median'] / loop['rate']['median']:.2f}" if loop else "-"
             rows.append([CONFIGS[key].label, fmt, spread(s["wall_s"], "{:.2f}"), spread(s["rate"]), ratio,
@@ -208,8 +193,8 @@ def side_by_side_table(summaries: dict, formats: list[str], configs: list[str]) 
     for label, reason in NOT_MEASURABLE.values():
         rows.append([label, "-", "not measurable", "-", "-", "-", "-", "-", "-"])
     return markdown_table(
-        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)",
-         "x domain loop (same form)", "CPU s", "peak RSS of the process tree, MB", "largest process, MB", "processes"],
+        ["configuration", "output", "wall s, median (min–max)", "candidates/s, median (min–max)", "x domain loop",
+         "CPU s", "peak RSS of the process tree, MB", "largest process, MB", "processes"],
         rows, "llrrrrrrr")
 
 
@@ -347,10 +332,8 @@ def targets(report: dict) -> str:
     rows = []
     sbs = report.get("side_by_side", {})
     rate = {name.split("/")[0]: s["rate"]["median"] for name, s in sbs.items() if name.endswith("/jsonl")}
-    for key in ("loop", "loop-compiled"):
-        if key in rate:
-            rows.append([f"{CONFIGS[key].label} >= 20,000 candidates/s (one core)", f"{rate[key]:,.0f}/s",
-                         rate[key] >= 20_000])
+    if "loop" in rate:
+        rows.append(["domain loop >= 20,000 candidates/s (one core)", f"{rate['loop']:,.0f}/s", rate["loop"] >= 20_000])
     if "loop" in rate and "direct" in rate:
         r = rate["direct"] / rate["loop"]
         rows.append(["job in-process >= 0.5x the domain loop", f"{r:.2f}x", r >= 0.5])
@@ -490,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     if peer_sizes:
         from bench import peers
 
-        sections.append(peers.section(peer_sizes, list(peers.DEFAULT_CONFIGS),
+        sections.append(peers.section(peer_sizes, list(peers.JOB_CONFIGS),
                                       [int(n) for n in args.peer_partitions.split(",") if n.strip()],
                                       args.peer_runs, args.cache, scratch, report, log))
     report["load_after"] = os.getloadavg()

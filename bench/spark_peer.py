@@ -100,8 +100,7 @@ def run(transcripts: str, candidates: str, output: Path, master: str, partitions
     from pyspark import SparkConf, SparkContext
 
     python = sys.executable
-    # The checkout last: a PYTHONPATH given (bench.compiled's build) comes first, for the workers too.
-    env_path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+    env_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     conf = (SparkConf().setMaster(master).setAppName("notarius-peer")
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")

@@ -30,8 +30,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], alig
 def round_order(names: Sequence[str], round_no: int) -> list[str]:
     """The configurations in the order of round ``round_no`` (from 1): as given, then reversed
     every other round (A B C, C B A, ...). The machine's speed drifts within a round too, so
-    over two rounds each configuration runs early and late alike; and neighbours, such as a
-    configuration and its compiled twin, stay neighbours."""
+    over two rounds each configuration runs early and late alike; and neighbours stay neighbours."""
     return list(names) if round_no % 2 else list(reversed(names))
 
 
