@@ -151,3 +151,19 @@ def file_to_write(prog: str, flag: str, path: str) -> str:
     if not os.access(parent, os.W_OK):
         raise SystemExit(f"{prog}: {flag} {path!r}: its folder is not writable")
     return path
+
+
+def command_as_typed(subcommand: str = "") -> str:
+    """How the user can run this tool's ``subcommand`` as printed: ``notarius-reprocess`` when that name
+    on PATH is this installation's, else this Python with ``-m pipelines.cli`` (a venv not activated)."""
+    import shutil
+
+    script = shutil.which("notarius-reprocess")
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    if script and os.path.dirname(os.path.abspath(script)) == here:
+        command = "notarius-reprocess"
+    else:
+        python = os.path.relpath(sys.executable) if not os.path.relpath(sys.executable).startswith("..") \
+            else sys.executable
+        command = f"{python} -m pipelines.cli"
+    return f"{command} {subcommand}".rstrip()

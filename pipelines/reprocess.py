@@ -40,7 +40,7 @@ from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRA
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines import runner_errors
-from pipelines.guards import claimed_output
+from pipelines.guards import claimed_output, command_as_typed
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
@@ -232,7 +232,7 @@ def format_summary(manifest: dict, output: str) -> str:
     lines.append(f"outputs under {output}: {artifact_output('<family>')}/, "
                  + "".join(f"{name}/, " for name in NON_ARTIFACT_OUTPUTS) + MANIFEST_NAME)
     files = sum(len(entries) for entries in manifest.get(FILES_KEY, {}).values())
-    lines.append(f"{files} files listed in the manifest; check them with: notarius-reprocess verify {output}")
+    lines.append(f"{files} files listed in the manifest; check them with: {command_as_typed('verify')} {output}")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
+from pipelines.guards import command_as_typed
 from transforms.collector import freeze_for_exit
 from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
 
@@ -102,7 +103,7 @@ def require_verified(output) -> dict:
     if not verdict.ok:
         raise SystemExit(f"{output} does not verify ({verdict.problems[0]}"
                          + (f"; and {len(verdict.problems) - 1} more" if len(verdict.problems) > 1 else "")
-                         + f"); see: notarius-reprocess verify {output}")
+                         + f"); see: {command_as_typed('verify')} {output}")
     return manifest
 
 

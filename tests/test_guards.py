@@ -466,3 +466,13 @@ def test_report_mistakes_are_one_line(finished_run, tmp_path, module, extra, mes
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and message.format(tmp=tmp_path) in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def test_the_printed_verify_command_runs_as_printed(archive, tmp_path):
+    """The summary's last line names a command that works from where the user is, venv active or not."""
+    proc = cli(*job_argv(archive, tmp_path / "out"), env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    command = proc.stdout.strip().splitlines()[-1].split("check them with: ", 1)[1]
+    done = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and "verified:" in done.stdout, (command, done.stderr[-2000:])
