@@ -50,7 +50,7 @@ from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
-from transforms.files import SUFFIX_FORMATS, DescribeWrittenFiles
+from transforms.files import SUFFIX_FORMATS, format_of
 from domain.schemagen import arrow_schema_path
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
 
@@ -123,9 +123,12 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
         "refresh_stale": config.refresh_stale,
     }
     # The manifest is the run's commit record: it waits on the writers' results (every file
-    # finalized) and lists each file; a run that fails before it leaves no manifest.
+    # finalized) and lists each file with its size, hash and rows as counted while it was written
+    # (verify reads them back); a run that fails before it leaves no manifest.
     files = (
-        pipeline | "WrittenFiles" >> DescribeWrittenFiles(written)
+        written
+        | "Described" >> beam.Map(lambda item: {"label": item[0], "path": item[1], "format": format_of(item[1]),
+                                               **item[2]})
         # Never empty (every output has at least one shard), so no default element: that
         # default costs the graph a Create and an InjectDefault step per combine.
         | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()

@@ -103,6 +103,16 @@ def test_write_outputs_writes_every_labelled_folder_in_one_step(tmp_path, fmt):
         written = labelled | WriteOutputs(specs, str(tmp_path))
         assert_that(written | beam.Map(lambda item: (item[0], item[1].rsplit("/", 1)[-1])),
                     equal_to([(label, f"part-00000-of-00001.{fmt}") for label in specs]))
+
+        def counted_as_written_equals_read_back(items):
+            # The one definition of a file's facts is reading it (transforms.files, what verify does);
+            # the writer's count while writing must agree with it for every format, empty shards included.
+            from transforms.files import file_facts
+            assert len(items) == len(specs)
+            for _, path, facts in items:
+                assert facts == file_facts(path, fmt), path
+
+        assert_that(written, counted_as_written_equals_read_back, label="FactsAsWritten")
     key = lambda r: r["n"]  # noqa: E731
     assert sorted(read_rows(tmp_path / "all"), key=key) == rows
     assert sorted(read_rows(tmp_path / "by" / "a"), key=key) == [rows[0], rows[2]]

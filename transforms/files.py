@@ -16,7 +16,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
@@ -111,35 +110,6 @@ def file_facts(path: str, fmt: str) -> dict:
     if facts.row_error is not None:
         raise ValueError(facts.row_error)
     return {"bytes": facts.bytes, "sha256": facts.sha256, "rows": facts.rows}
-
-
-class DescribeWrittenFiles(beam.PTransform):
-    """``{label: PCollection of written file paths}`` (or one PCollection of ``(label, path)``) -> one dict per file:
-    ``{"label", "path", "format", "bytes", "sha256", "rows"}``.
-
-    Its input is what Beam's file writers return after finalizing (the final
-    file names), so everything downstream runs after every file is in place.
-    """
-
-    def __init__(self, written: dict) -> None:
-        super().__init__()
-        self.written = written
-
-    def expand(self, pbegin):
-        if isinstance(self.written, beam.PCollection):
-            labelled = self.written
-        else:
-            labelled = [
-                paths | f"Label[{label}]" >> beam.Map(lambda path, label=label: (label, path))
-                for label, paths in sorted(self.written.items())
-            ] | "AllWrittenFiles" >> beam.Flatten()
-        return (
-            labelled
-            # One file per element, spread over workers: hashing is the work.
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Facts" >> beam.Map(lambda item: {"label": item[0], "path": item[1], "format": format_of(item[1]),
-                                                **file_facts(item[1], format_of(item[1]))})
-        )
 
 
 # --- folders ----------------------------------------------------------------------------------

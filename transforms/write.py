@@ -11,6 +11,7 @@ step (one temporary file per bundle and output, one finalize).
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -99,13 +100,52 @@ class OutputSpec:
 SUFFIXES = {"jsonl": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
 
 
+class _HashingHandle:
+    """The handle a format's writer writes through: every byte is hashed and counted on its way to the
+    file, so the manifest's facts of a file come from writing it, not from reading it back."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        self.size += memoryview(data).nbytes
+        return self.handle.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.handle.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+
 class _FileWriter:
-    """One open file of one output format, taking blocks of rows."""
+    """One open file of one output format, taking blocks of rows; ``facts()`` once closed: its byte size,
+    sha256 and row count, as written."""
 
     def __init__(self, path: str, spec: OutputSpec) -> None:
         self.fmt = spec.output_format
-        self.handle = FileSystems.create(path, mime_type="application/octet-stream",
-                                         compression_type=CompressionTypes.UNCOMPRESSED)
+        self.rows = 0
+        self.handle = _HashingHandle(FileSystems.create(path, mime_type="application/octet-stream",
+                                                        compression_type=CompressionTypes.UNCOMPRESSED))
         if self.fmt == "avro":
             self.writer = deflate_avro_writer(self.handle, spec.schema)
         elif self.fmt == "parquet":
@@ -120,6 +160,7 @@ class _FileWriter:
     def write(self, rows) -> None:
         if not rows:
             return
+        self.rows += len(rows)
         if self.fmt == "jsonl":
             self.handle.write(jsonl_block(rows))
             self.handle.write(b"\n")  # not joined to the block: that would copy it whole
@@ -129,12 +170,13 @@ class _FileWriter:
         else:
             self.writer.write_table(arrow_block(rows, self.schema))
 
-    def close(self) -> None:
+    def close(self) -> dict:
         if self.fmt == "avro":
             self.writer.flush()
         elif self.fmt == "parquet":
             self.writer.close()
         self.handle.close()
+        return {"bytes": self.handle.size, "sha256": self.handle.digest.hexdigest(), "rows": self.rows}
 
 
 def _parsed(spec: OutputSpec) -> OutputSpec:
@@ -144,7 +186,8 @@ def _parsed(spec: OutputSpec) -> OutputSpec:
 
 
 class _WriteTemporaryFiles(beam.DoFn):
-    """``(label, block)`` -> one temporary file per (bundle, label); emits ``(label, temporary path)`` at bundle end."""
+    """``(label, block)`` -> one temporary file per (bundle, label); emits ``(label, temporary path, facts)`` at
+    bundle end (facts: the file's bytes, sha256 and rows, counted as it was written)."""
 
     def __init__(self, specs: dict, temp_dir: str) -> None:
         self.specs = specs
@@ -170,36 +213,35 @@ class _WriteTemporaryFiles(beam.DoFn):
         from apache_beam.transforms.window import GlobalWindow
         from apache_beam.utils.windowed_value import WindowedValue
         for label, (path, writer) in sorted(self._open.items()):
-            writer.close()
-            yield WindowedValue((label, path), GlobalWindow().max_timestamp(), [GlobalWindow()])
+            facts = writer.close()
+            yield WindowedValue((label, path, facts), GlobalWindow().max_timestamp(), [GlobalWindow()])
         self._open = {}
 
 
 def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
     """Rename each output's temporary files to ``part-SSSSS-of-NNNNN``; an output without any gets one empty shard.
 
-    Returns ``(label, final path)`` for every file, only once all of them are in place."""
-    by_label: dict[str, list[str]] = defaultdict(list)
-    for label, path in temporary:
-        by_label[label].append(path)
+    Returns ``(label, final path, facts)`` for every file, only once all of them are in place."""
+    by_label: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+    for label, path, facts in temporary:
+        by_label[label].append((path, facts))
     sources, targets, final = [], [], []
     for label in sorted(specs):
         spec = _parsed(specs[label])
         suffix = SUFFIXES[spec.output_format]
-        paths = sorted(by_label.get(label, []))
-        if not paths:  # an empty output still gets its shard
+        files = sorted(by_label.get(label, []), key=lambda item: item[0])
+        if not files:  # an empty output still gets its shard
             path = join_path(temp_dir, f"{uuid.uuid4().hex}{suffix}")
-            _FileWriter(path, spec).close()
-            paths = [path]
+            files = [(path, _FileWriter(path, spec).close())]
         try:
             FileSystems.mkdirs(spec.directory)
         except (IOError, OSError):
             pass  # already there (or an object store: no folders)
-        for index, path in enumerate(paths):
-            target = join_path(spec.directory, f"part-{index:05d}-of-{len(paths):05d}{suffix}")
+        for index, (path, facts) in enumerate(files):
+            target = join_path(spec.directory, f"part-{index:05d}-of-{len(files):05d}{suffix}")
             sources.append(path)
             targets.append(target)
-            final.append((label, target))
+            final.append((label, target, facts))
     # A retried finalize finds some files renamed already: those stay as they are.
     pending = [(source, target) for source, target in zip(sources, targets)
                if FileSystems.exists(source) or not FileSystems.exists(target)]
@@ -218,18 +260,19 @@ class WriteOutputs(beam.PTransform):
     """``(label, block)`` elements (one PCollection or several) -> ``<specs[label].directory>/part-SSSSS-of-NNNNN.<suffix>``,
     for many outputs at once.
 
-    One temporary file per (bundle, label) under ``temp_dir``, then one finalize step renames them
-    all; every label in ``specs`` gets at least one (possibly empty) shard. Returns ``(label, final
-    path)`` pairs, emitted only after every file of every output is in place."""
+    One temporary file per (bundle, label) under ``<folder>/.temp-write-<uuid>/``, then one finalize step
+    renames them all; every label in ``specs`` gets at least one (possibly empty) shard. Returns
+    ``(label, final path, facts)`` for every file (facts: ``{"bytes", "sha256", "rows"}``, counted as
+    the file was written), emitted only after every file of every output is in place."""
 
     specs: dict  # label -> OutputSpec
-    temp_dir: str
+    folder: str  # the folder the outputs belong to: their temporary files are written under it
 
     def __post_init__(self) -> None:
         super().__init__()
 
     def expand(self, labelled):
-        temp_dir = join_path(self.temp_dir, f".temp-write-{uuid.uuid4().hex}")
+        temp_dir = join_path(self.folder, f".temp-write-{uuid.uuid4().hex}")
         # Several inputs are written where each is produced (the write fuses into its producer's stage);
         # flattening the rows first would move every row through the runner once more.
         inputs = [labelled] if isinstance(labelled, beam.PCollection) else list(labelled)
