@@ -101,18 +101,27 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
 # Prompt-revision counters (count key ``revision/<family>/<counter>``), each with its name in the manifest.
 REVISION_COUNTS = (("refresh_due", "slots_to_refresh"), ("refresh", "refresh_requests"),
                    ("refresh_excerpt_chars", "excerpt_chars"), ("accepted_current", "artifacts_current"),
-                   ("accepted_stale", "artifacts_stale"), ("current_over_stale", "current_over_stale"))
+                   ("accepted_stale", "artifacts_stale"), ("current_over_stale", "current_over_stale"),
+                   ("entry_list_changed", "entry_list_changed"), ("entry_list_waiting", "entry_list_slots_waiting"))
 
 
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
     """Prompt revisions (SPEC §6.1), per family and in total:
 
     - ``slots_to_refresh``: slots with no current attempt, not deferred, without a retry request,
-      whose highest attempt is below ``MAX_ATTEMPT_NUMBER`` (``domain.revision.refresh_due``);
+      whose highest attempt is below ``MAX_ATTEMPT_NUMBER`` (``domain.revision.refresh_due``), and
+      reconciliation slots waiting for an attempt on the current entry list (the one deferral
+      that is refreshed, SPEC §4.1);
     - ``refresh_requests``: refresh requests written (0 unless ``--refresh-stale``), one per such slot;
     - ``excerpt_chars``: characters of transcript excerpt (reconciliations: entry list) they send;
     - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;
-    - ``current_over_stale``: artifacts whose current attempt won over an earlier passing stale one.
+    - ``current_over_stale``: artifacts whose current attempt won over an earlier passing stale one;
+    - ``entry_list_changed``: reconciliation attempts made for another entry list than the source's
+      current one (SPEC §4.1): verdict ``deferred`` (reason ``entry_list_changed``), not evaluated;
+      rows of ``evaluations/`` like any other, counted in no outcome of their own;
+    - ``entry_list_slots_waiting``: reconciliation slots every attempt of which was made for another
+      list: their one outcome is ``deferred`` (counted there too); each is a slot to refresh unless
+      its highest attempt is ``MAX_ATTEMPT_NUMBER``.
     """
     by_family = {family: {name: int(counts.get(f"revision/{family}/{counter}", 0)) for counter, name in REVISION_COUNTS}
                  for family in sorted(FAMILIES)}

@@ -38,7 +38,7 @@ from domain.families.base import (
     RegistryView,
     fold_name,
 )
-from domain.families.reconciliation import listed_entries
+from domain.families.reconciliation import entry_list_changed_issue, entry_list_fingerprint, listed_entries
 from domain.frozen import quick_init
 from domain.records import dead_letter_row, json_error_summary, shown_value
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
@@ -126,6 +126,9 @@ class Candidate:
     raw_response: str
     received_at: str
     line: bytes  # the original record bytes, for dead letters
+    # Reconciliations (SPEC §3.2, §4.1): the fingerprint of the entry list the attempt was shown;
+    # None when the producer did not record one (the attempt is then judged against the current list).
+    input_fingerprint: str | None = None
 
 
 _ENVELOPE_STRINGS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint",
@@ -167,6 +170,7 @@ class _EnvelopeRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     schema_fingerprint: str
     raw_response: str
     received_at: str
+    input_fingerprint: str | None = None  # optional (SPEC §3.2): absent and null are the same
 
 
 _decode_envelope_record = msgspec.json.Decoder(_EnvelopeRecord).decode
@@ -186,7 +190,7 @@ def _well_formed_candidate(line: bytes) -> Candidate | None:
     return Candidate(
         candidate_id, family, source_id, chunk_id, record.attempt,
         {"provider": producer.provider, "model": producer.model}, record.prompt_fingerprint,
-        record.schema_fingerprint, record.raw_response, record.received_at, line,
+        record.schema_fingerprint, record.raw_response, record.received_at, line, record.input_fingerprint,
     )
 
 
@@ -212,10 +216,13 @@ def _parse_candidate_record(line: bytes) -> Candidate:
     producer = record.get("producer")
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise EnvelopeError("candidate producer must be an object with string 'provider' and 'model'")
+    input_fingerprint = record.get("input_fingerprint")
+    if input_fingerprint is not None and not isinstance(input_fingerprint, str):
+        raise EnvelopeError("candidate field 'input_fingerprint' must be a string or null")
     return Candidate(
         record["candidate_id"], record["family"], record["source_id"], record["chunk_id"], attempt,
         {"provider": producer["provider"], "model": producer["model"]}, record["prompt_fingerprint"],
-        record["schema_fingerprint"], record["raw_response"], record["received_at"], line,
+        record["schema_fingerprint"], record["raw_response"], record["received_at"], line, input_fingerprint,
     )
 
 
@@ -461,11 +468,40 @@ class _SlotDecider:
             self.counts[count_key("outcome", spec.key, "deferred")] += 1
             return
 
-        results = [(cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
-        chosen = choose_accepted([r.passed for _, r in results], current)
-        accepted = None if chosen is None else results[chosen]
+        # A reconciliation is pinned to the entry list it was shown (SPEC §4.1): an attempt made for
+        # another list is not evaluated (its labels name other entries); the others decide the slot.
+        pinned: list[bool] | None = None
+        list_fp: str | None = None
+        if spec.role == ROLE_RECONCILIATION:
+            list_fp = entry_list_fingerprint(ctx.registry_entries or ())
+            pinned = [c.input_fingerprint is None or c.input_fingerprint == list_fp for c in attempts]
+            if all(pinned):
+                pinned = None
+            else:
+                self.counts[count_key("revision", spec.key, "entry_list_changed")] += pinned.count(False)
+                if not any(pinned):
+                    self._wait_for_current_list(spec, chunk_id, ctx, attempts, list_fp, prompt_fp, schema_fp)
+                    return
+
+        if pinned is None:
+            results: list[tuple[Candidate, CandidateResult | None]] = [
+                (cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
+            judged = results
+            judged_current = current
+        else:
+            results = [(cand, evaluate_response(spec, cand.raw_response, ctx) if ok else None)
+                       for cand, ok in zip(attempts, pinned)]
+            judged = [(cand, result) for cand, result in results if result is not None]
+            judged_current = [fresh for fresh, ok in zip(current, pinned) if ok]
+        chosen = choose_accepted([r.passed for _, r in judged], judged_current)
+        accepted = None if chosen is None else judged[chosen]
         accepted_row = -1
         for cand, result in results:
+            if result is None:  # made for another entry list: waits, and is never told it erred
+                assert cand.input_fingerprint is not None and list_fp is not None
+                self._evaluation(cand, VERDICT_DEFERRED,
+                                 (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),))
+                continue
             # Invariant failures are our bugs: counted for operators, never shown to a producer.
             invariant_failures = sum(map(is_invariant_issue, result.issues))
             if invariant_failures:
@@ -482,37 +518,65 @@ class _SlotDecider:
 
         # Attempts are sorted by number, so the last is the slot's highest: at the bound no
         # request can be numbered (the envelope would refuse its answer), whatever the budget.
-        attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
+        # Any request is numbered above every attempt, the ones made for another list included.
+        highest = attempts[-1].attempt
+        attempts_spent = highest >= MAX_ATTEMPT_NUMBER
         retried = False
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
             # A passing attempt with no reordered range passes without endpoint ordering too.
-            survives = any(r.passed and not r.endpoints_reordered for _, r in results)
+            survives = any(r.passed and not r.endpoints_reordered for _, r in judged)
             self.accepted_survival.append((spec, survives))
-            self.counts[count_key("revision", spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
-            if chosen and current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
+            self.counts[count_key("revision", spec.key,
+                                  "accepted_current" if judged_current[chosen] else "accepted_stale")] += 1
+            if chosen and judged_current[chosen] and any(
+                    r.passed and not fresh for (_, r), fresh in zip(judged[:chosen], judged_current)):
                 # An earlier passing stale attempt would have won before SPEC §6.1.
                 self.counts[count_key("revision", spec.key, "current_over_stale")] += 1
             self._accept(spec, chunk_id, *accepted)
             self.artifact_rows.append((spec.key, accepted_row))
         else:
-            latest, latest_result = results[-1]
-            if latest.attempt < self.config.max_attempts and not attempts_spent:
+            # The latest attempt judged against the current list is the one corrected.
+            latest, latest_result = judged[-1]
+            if highest < self.config.max_attempts and not attempts_spent:
                 retried = True
                 self.counts[count_key("outcome", spec.key, "retry")] += 1
-                self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, prompt_fp, schema_fp))
+                self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, highest + 1,
+                                                               prompt_fp, schema_fp, list_fp))
             else:
                 self.counts[count_key("outcome", spec.key, "exhausted")] += 1
-        if refresh_due(has_current=any(current), deferred=False, retried=retried,
+        if refresh_due(has_current=any(judged_current), deferred=False, retried=retried,
                        attempts_spent=attempts_spent):
             self.counts[count_key("revision", spec.key, "refresh_due")] += 1
             if self.config.refresh_stale:
-                replaced = accepted[0] if accepted is not None else results[-1][0]
-                excerpt_chars = len(self._excerpt(spec, chunk_id, ctx))
-                self.counts[count_key("revision", spec.key, "refresh")] += 1
-                self.counts[count_key("revision", spec.key, "refresh_excerpt_chars")] += excerpt_chars
-                self.retry_requests.append(self._refresh_request(
-                    spec, chunk_id, replaced, next_attempt([c.attempt for c in attempts]), prompt_fp, schema_fp))
+                replaced = accepted[0] if accepted is not None else judged[-1][0]
+                self._refresh(spec, chunk_id, ctx, replaced, attempts, prompt_fp, schema_fp, list_fp)
+
+    def _wait_for_current_list(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext,
+                               attempts: list[Candidate], list_fp: str, prompt_fp: str, schema_fp: str) -> None:
+        """A reconciliation slot whose every attempt was made for another entry list (SPEC §4.1):
+        deferred until an attempt on the current list comes; no attempt is evaluated or corrected.
+        With --refresh-stale it gets one refresh request carrying the current list (the one
+        deferral that is refreshed), numbered above every attempt, when a number is left."""
+        for cand in attempts:
+            assert cand.input_fingerprint is not None
+            self._evaluation(cand, VERDICT_DEFERRED,
+                             (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),))
+        self.counts[count_key("outcome", spec.key, "deferred")] += 1
+        self.counts[count_key("revision", spec.key, "entry_list_waiting")] += 1
+        if attempts[-1].attempt >= MAX_ATTEMPT_NUMBER:
+            return
+        self.counts[count_key("revision", spec.key, "refresh_due")] += 1
+        if self.config.refresh_stale:
+            self._refresh(spec, chunk_id, ctx, attempts[-1], attempts, prompt_fp, schema_fp, list_fp)
+
+    def _refresh(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext, replaced: Candidate,
+                 attempts: list[Candidate], prompt_fp: str, schema_fp: str, list_fp: str | None) -> None:
+        excerpt_chars = len(self._excerpt(spec, chunk_id, ctx))
+        self.counts[count_key("revision", spec.key, "refresh")] += 1
+        self.counts[count_key("revision", spec.key, "refresh_excerpt_chars")] += excerpt_chars
+        self.retry_requests.append(self._refresh_request(
+            spec, chunk_id, replaced, next_attempt([c.attempt for c in attempts]), prompt_fp, schema_fp, list_fp))
 
     def _context(self, spec: FamilySpec, chunk_id: str) -> EvaluationContext | None:
         """What the slot's validators see; None when a prerequisite is missing (deferred)."""
@@ -621,7 +685,8 @@ class _SlotDecider:
             self.reconciled_names[spec.registry_kind] = frozenset(names)
 
     def _retry_request(
-        self, spec: FamilySpec, chunk_id: str, latest: Candidate, result: CandidateResult, prompt_fp: str, schema_fp: str
+        self, spec: FamilySpec, chunk_id: str, latest: Candidate, result: CandidateResult, attempt: int,
+        prompt_fp: str, schema_fp: str, input_fp: str | None,
     ) -> dict:
         issues = result.issues
         if not any(issue.correction is not None for issue in issues):
@@ -629,7 +694,6 @@ class _SlotDecider:
             issues = issues + (Issue("fallback", "resubmit", "", "", Correction(
                 "The response", "", "It could not be turned into a valid result.",
                 "Produce it again from the excerpt, following the response shape and citing evidence inside the excerpt.")),)
-        attempt = latest.attempt + 1
         return {
             "request_id": "r-" + _sha(spec.key, latest.source_id, chunk_id, latest.candidate_id, str(attempt))[:32],
             "kind": KIND_RETRY,
@@ -642,10 +706,13 @@ class _SlotDecider:
             "prompt_fingerprint": prompt_fp,
             "schema_fingerprint": schema_fp,
             "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
+            # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise.
+            "input_fingerprint": input_fp,
         }
 
     def _refresh_request(
-        self, spec: FamilySpec, chunk_id: str, replaced: Candidate, attempt: int, prompt_fp: str, schema_fp: str
+        self, spec: FamilySpec, chunk_id: str, replaced: Candidate, attempt: int, prompt_fp: str, schema_fp: str,
+        input_fp: str | None,
     ) -> dict:
         """A new extraction under the current prompt (SPEC §6.1): no guidance; its id names
         the revision, so a later revision's refresh of the same slot is another request."""
@@ -662,6 +729,7 @@ class _SlotDecider:
             "prompt_fingerprint": prompt_fp,
             "schema_fingerprint": schema_fp,
             "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
+            "input_fingerprint": input_fp,
         }
 
     def _excerpt(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext) -> str:

@@ -323,7 +323,8 @@ def request_json_schema() -> dict:
         "type": "object",
         "additionalProperties": False,
         "required": ["request_id", "kind", "family", "source_id", "chunk_id", "candidate_id", "attempt",
-                     "correction_guidance", "prompt_fingerprint", "schema_fingerprint", "validator_policy_fingerprint"],
+                     "correction_guidance", "prompt_fingerprint", "schema_fingerprint", "validator_policy_fingerprint",
+                     "input_fingerprint"],
         "properties": {
             "request_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
             "kind": {"enum": list(REQUEST_KINDS),
@@ -337,6 +338,10 @@ def request_json_schema() -> dict:
             "prompt_fingerprint": fingerprint,
             "schema_fingerprint": fingerprint,
             "validator_policy_fingerprint": fingerprint,
+            "input_fingerprint": {
+                "type": ["string", "null"], "pattern": "^sha256:[0-9a-f]{64}$",
+                "description": "reconciliations: the fingerprint of the entry list the request was built with "
+                               "(SPEC §4.1); null for every other family"},
         },
         # A retry always says what to correct; a refresh never does.
         "allOf": [
@@ -368,6 +373,9 @@ def request_avro_schema() -> dict:
             {"name": "prompt_fingerprint", "type": string},
             {"name": "schema_fingerprint", "type": string},
             {"name": "validator_policy_fingerprint", "type": string},
+            {"name": "input_fingerprint", "type": ["null", string], "default": None,
+             "doc": "Reconciliations: the fingerprint of the entry list the request was built with (SPEC §4.1); "
+                    "null for every other family."},
         ],
     }
 

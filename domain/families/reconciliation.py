@@ -21,6 +21,7 @@ registry entries it merged.
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any, Container, Iterable, Sequence
 
@@ -123,6 +124,32 @@ def render_entry_list(entries: Sequence[ListedEntry]) -> str:
         }).decode() + "\n"
         for e in entries
     )
+
+
+def entry_list_fingerprint(entries: Sequence[ListedEntry]) -> str:
+    """The entry list's fingerprint (SPEC §4.1): ``sha256:`` over its canonical rendering,
+    :func:`render_entry_list` (labels, names, aliases, descriptions and cited ranges, in label
+    order; no chunk ids). The ONE definition: the job pins reconciliation attempts and requests
+    to it, export-batch checks a request's list against it, producers record it.
+    """
+    return "sha256:" + hashlib.sha256(render_entry_list(entries).encode("utf-8")).hexdigest()
+
+
+def short_fingerprint(value: str) -> str:
+    """A fingerprint as operator messages name it: ``sha256:`` and its first 12 hex digits."""
+    return value if len(value) <= 19 else value[:19] + "…"
+
+
+ENTRY_LIST_CHANGED = "entry_list_changed"
+
+
+def entry_list_changed_issue(family: str, attempt_fingerprint: str, current_fingerprint: str) -> Issue:
+    """The one operator-only issue of an attempt made for another entry list (SPEC §4.1): it is
+    not evaluated (its labels name other entries), never accepted, never told it erred."""
+    return Issue(f"{family}.entry_list", ENTRY_LIST_CHANGED, "input_fingerprint",
+                 f"made for entry list {short_fingerprint(attempt_fingerprint)!r}, but the source's accepted chunk "
+                 f"registries now list {short_fingerprint(current_fingerprint)!r}: its labels name other entries, so "
+                 "it is not evaluated; the slot waits for an attempt on the current list", None)
 
 
 # --- adaptation ---------------------------------------------------------------------------
