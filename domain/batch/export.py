@@ -8,7 +8,10 @@ Every request read ends in exactly one place: a request line, a dead letter
 
 A source-level reconciliation request lists the source's accepted chunk
 registry entries (SPEC §4.1): the export reads them from the run's registry
-artifacts (``registries`` input), labelled exactly as the job labels them.
+artifacts (``registries`` input), labelled exactly as the job labels them. A
+request that names the list it was built with (``input_fingerprint``) is
+exported only when those artifacts give exactly that list; otherwise it is a
+dead letter, never a prompt for another list.
 """
 
 from __future__ import annotations
@@ -169,6 +172,9 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
         # What the model is shown now: the current assets, whatever the request was built under.
         "prompt_fingerprint": prompt_fp, "schema_fingerprint": schema_fp,
         "line_sha256": hashlib.sha256(line).hexdigest(), "content_key": provider.content_key(line_obj),
+        # Reconciliations: the entry list the line shows (the request's own, checked); import-batch
+        # copies it onto the answer's candidate. None for every other family.
+        "input_fingerprint": prompt.input_fingerprint,
     }
     return {"custom_id": request.request_id, "line": line, "index": index, "raw": raw}
 

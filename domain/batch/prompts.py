@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every proces
 from domain.assets import composed_prompt, load_json_asset
 from domain.families import FAMILIES
 from domain.families.base import ListedEntry
-from domain.families.reconciliation import render_entry_list
+from domain.families.reconciliation import entry_list_fingerprint, render_entry_list, short_fingerprint
 from domain.revision import KIND_REFRESH, KIND_RETRY
 from domain.source import Chunk, Transcript
 
@@ -57,15 +57,20 @@ class RetryRequest:
     schema_fingerprint: str
     validator_policy_fingerprint: str
     kind: str = KIND_RETRY
+    # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise,
+    # and in rows of runs made before entry lists had fingerprints.
+    input_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelPrompt:
-    """``feedback`` is empty for a refresh: the user turn is the excerpt alone."""
+    """``feedback`` is empty for a refresh: the user turn is the excerpt alone. ``input_fingerprint``
+    is the fingerprint of the entry list a reconciliation's excerpt shows (None for a chunk)."""
 
     system: str
     excerpt: str
     feedback: str
+    input_fingerprint: str | None = None
 
     @property
     def user_parts(self) -> tuple[str, ...]:
@@ -87,6 +92,8 @@ def parse_retry_request(raw: bytes) -> RetryRequest:
         raise RetryRequestError("retry request is not valid JSON") from None
     if isinstance(record, dict) and "kind" not in record:
         record = {**record, "kind": KIND_RETRY}  # rows of runs made before refresh requests existed
+    if isinstance(record, dict) and "input_fingerprint" not in record:
+        record = {**record, "input_fingerprint": None}  # rows of runs made before entry-list fingerprints
     errors = sorted(_retry_request_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "record"
@@ -100,7 +107,11 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
     when the family or chunk cannot be exported.
 
     A source-level reconciliation needs ``registry_entries``: the labelled entries
-    of the source's accepted chunk registries of its kind (``listed_entries``).
+    of the source's accepted chunk registries of its kind (``listed_entries``). The
+    prompt shows exactly the list the request was built with: when the request names
+    its list (``input_fingerprint``, SPEC §4.1) and these entries are another list,
+    the request cannot be exported (a prompt for a different list would be answered
+    with labels the job reads against other entries).
     """
     spec = FAMILIES.get(request.family)
     if spec is None:
@@ -111,6 +122,14 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
                 f"{request.family} is a source-level reconciliation family: its prompt lists the source's accepted "
                 f"{spec.registry_kind} registry entries, and none were found for source {request.source_id!r} "
                 "(pass the run's registry artifacts with --registries)")
+        input_fingerprint = entry_list_fingerprint(registry_entries)
+        if request.input_fingerprint is not None and request.input_fingerprint != input_fingerprint:
+            raise RetryRequestError(
+                f"{request.family} request {request.request_id!r} was built for entry list "
+                f"{short_fingerprint(request.input_fingerprint)!r}, but the registry artifacts given list "
+                f"{short_fingerprint(input_fingerprint)!r} for source {request.source_id!r}: pass the registry "
+                "artifacts of the run that wrote the request (--registries), or run the job again and export "
+                "its requests")
         excerpt = entries_text(registry_entries)
     else:
         chunk = transcript.chunk(request.chunk_id)
@@ -119,10 +138,12 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
         if chunk.kind != spec.chunk_kind:
             raise RetryRequestError(f"chunk {request.chunk_id!r} is a {chunk.kind} chunk; {request.family} needs {spec.chunk_kind}")
         excerpt = chunk_excerpt(transcript, chunk)
+        input_fingerprint = None
     return ModelPrompt(
         system=composed_prompt(request.family).decode("utf-8"),
         excerpt=excerpt,
         feedback="" if request.kind == KIND_REFRESH else feedback_text(request.correction_guidance),
+        input_fingerprint=input_fingerprint,
     )
 
 
