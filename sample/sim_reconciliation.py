@@ -7,7 +7,9 @@ from the accepted responses, independently of `domain/` (a test checks that
 both agree): an entry's earliest evidence is the smallest document position
 either endpoint of any of its ranges reaches (reversed endpoints are ordered
 by the job before it sorts); ties go by chunk id, then by the entry's place in
-its response.
+its response. Every attempt records the fingerprint of the list it was made
+from (`entry_list_fingerprint`, rendered as the prompt shows the list), as a
+careful producer does, so the job never reads its labels against another list.
 
 The clean proposal merges entries whose folded names or aliases overlap (one
 entity per connected group), so it never repeats a name across entities.
@@ -20,10 +22,13 @@ shared with the per-chunk families.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+import orjson
 
 from sample.sim_defects import AttemptModel, DefectKind
 from sample.sim_records import BLANKS, INVENTED_NAMES, NON_BMP, Defect, fold
@@ -84,6 +89,31 @@ def listed_entries(position: dict[int, int],
     keyed.sort(key=lambda item: item[0])
     return [Entry(f"{LABEL_PREFIX}{number}", chunk_id, record)
             for number, (_, chunk_id, record) in enumerate(keyed, start=1)]
+
+
+def _shown_evidence(position: dict[int, int], evidence: Sequence[dict]) -> list[dict]:
+    """A record's ranges as the prompt shows them: endpoints in document order, each range
+    once, sorted by document position."""
+    spans: dict[tuple[int, int], tuple[int, int]] = {}
+    for e in evidence:
+        start, end = e["start_unit_id"], e["end_unit_id"]
+        if position[start] > position[end]:
+            start, end = end, start
+        spans[start, end] = (position[start], position[end])
+    return [{"start_unit_id": start, "end_unit_id": end}
+            for (start, end), _ in sorted(spans.items(), key=lambda item: item[1])]
+
+
+def entry_list_fingerprint(position: dict[int, int], entries: Sequence[Entry]) -> str:
+    """What a careful producer records as its attempt's `input_fingerprint` (SPEC §3.2, §4.1):
+    `sha256:` over the entry list exactly as its prompt shows it - one JSON object per line with
+    label, name, aliases, description and cited ranges, in label order."""
+    text = "".join(orjson.dumps({
+        "label": entry.label, "name": entry.record["name"], "aliases": list(entry.record["aliases"]),
+        "description": entry.record["description"],
+        "evidence": _shown_evidence(position, entry.record["evidence"]),
+    }).decode() + "\n" for entry in entries)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def names_of(record: dict) -> list[str]:

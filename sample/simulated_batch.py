@@ -14,7 +14,10 @@ candidates ``import-batch`` will make of its answers, whose ids are digests of
 the result line, so the retry economy of the next run knows them.
 
 Families it answers: every per-chunk family whose records need no registry
-(registries, spells, combat turns, enemy events, scenes). Requests of other
+(registries, spells, combat turns, enemy events, scenes), and the three
+registry reconciliations, from the entry list their request line shows (a
+clean proposal, labelled against exactly that list; ``import-batch`` gives the
+candidate the list's fingerprint from the export index). Requests of other
 families get no line and count as missing in the import.
 
     python -m sample.simulated_batch --requests 'batch/requests-*' \\
@@ -32,15 +35,18 @@ from typing import Sequence
 import orjson
 
 from domain.batch.ledger import candidate_id, parse_index_row
+from domain.batch.prompts import ENTRIES_HEADING
 from domain.batch.providers import PROVIDERS
 from sample.jsonl import dumps_line, open_output, read_jsonl
+from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_proposal
 from sample.sim_records import FAMILY_BUILDERS, ChunkView, RegistryBook, SourceCues, SourceView, clean_records
 from sample.sim_sources import seed_int
 from sample.text_cues import CueFinder
 
 PROVIDER = "openai-chat"
+RECONCILIATIONS = frozenset(RECONCILIATION_FAMILY.values())
 ANSWERED_FAMILIES = frozenset({"npc-registry", "item-registry", "location-registry", "spells", "combat-turns",
-                               "enemy-events", "scene-descriptions"})
+                               "enemy-events", "scene-descriptions", *RECONCILIATIONS})
 CREATED = 1794052800  # 2026-11-12T12:00:00Z: after the revision, after every archived attempt
 REQUESTS_SUFFIX, INDEX_SUFFIX = ".jsonl", ".index.jsonl"
 
@@ -66,16 +72,33 @@ class Answerer:
             self.sources[source_id] = SourceView.of(record, cues)
         return self.sources[source_id]
 
-    def answer(self, family: str, source_id: str, chunk_id: str) -> str | None:
-        """The model's text for one slot: the producer's clean records; None when not answered."""
+    def answer(self, family: str, source_id: str, chunk_id: str, request_line: dict | None = None) -> str | None:
+        """The model's text for one slot: the producer's clean records; None when not answered.
+        A reconciliation is answered from the entry list its request line shows."""
         if family not in ANSWERED_FAMILIES or source_id not in self.records:
             return None
+        if family in RECONCILIATIONS:
+            entries = shown_entries(request_line or {})
+            return None if entries is None else orjson.dumps({"entities": clean_proposal(entries)}).decode()
         chunk = next((c for c in self.records[source_id]["chunks"] if c["chunk_id"] == chunk_id), None)
         if chunk is None:
             return None
         rng = random.Random(seed_int(self.seed, source_id, chunk_id, family, "revised-prompt"))
         records = clean_records(family, ChunkView.of(self.source(source_id), chunk), rng, RegistryBook())
         return orjson.dumps({FAMILY_BUILDERS[family].list_key: records}).decode()
+
+
+def shown_entries(request_line: dict) -> list[Entry] | None:
+    """The entries an openai-chat reconciliation request shows the model (its user turn's entry
+    list, one JSON object per line); None when the line shows none."""
+    try:
+        parts = request_line["body"]["messages"][1]["content"]
+        text = next(part["text"] for part in parts if part["text"].startswith(ENTRIES_HEADING))
+    except (KeyError, IndexError, TypeError, StopIteration):
+        return None
+    listed = [orjson.loads(line) for line in text[len(ENTRIES_HEADING):].splitlines() if line.strip()]
+    return [Entry(e["label"], "", {"name": e["name"], "aliases": e["aliases"], "description": e["description"],
+                                   "evidence": e["evidence"]}) for e in listed]
 
 
 def result_line(n: int, custom_id: str, model: str, text: str) -> dict:
@@ -93,11 +116,12 @@ def run(pattern: str, transcripts: Sequence[dict], results_out: Path, truth_out:
     with open_output(results_out) as results, open_output(truth_out) as truth:
         for requests_path, index_path in request_pairs(pattern):
             index = [parse_index_row(raw, str(index_path)) for raw in index_path.read_bytes().splitlines() if raw.strip()]
+            lines = requests_path.read_bytes().splitlines()
             for row in index:
                 read += 1
                 if row.provider != PROVIDER:
                     raise SystemExit(f"{index_path}: exported for {row.provider}; the simulated batch plays {PROVIDER}")
-                text = answerer.answer(row.family, row.source_id, row.chunk_id)
+                text = answerer.answer(row.family, row.source_id, row.chunk_id, orjson.loads(lines[row.line - 1]))
                 if text is None:
                     continue
                 answered += 1

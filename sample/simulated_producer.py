@@ -13,7 +13,8 @@ With `--reconciliations` it also writes, per source and registry kind with an
 accepted chunk registry, the source-level reconciliation attempts
 (`chunk_id` "*", SPEC §4.1) whose labels E1, E2, ... follow the job's entry
 order (`sample.sim_reconciliation`), with their proposal defects in the same
-ground truth. Off by default, so archives made without it stay per-chunk only.
+ground truth; each records the fingerprint of the entry list it was made from
+(`input_fingerprint`, SPEC §3.2), as a careful producer does. Off by default, so archives made without it stay per-chunk only.
 
 With `--revised-family F` the first attempt of every slot of family F was
 produced under the earlier prompt kept in `sample/prompts/F.v0.md`
@@ -65,7 +66,7 @@ from sample.sim_defects import (
 )
 from sample.sim_reconciliation import (BLOCKING, BYTE_LEVEL, RECONCILIATION_FAMILY, SOURCE_CHUNK,
                                        ReconciliationRates, applicable, clean_proposal,
-                                       listed_entries, split_overrides)
+                                       entry_list_fingerprint, listed_entries, split_overrides)
 from sample.sim_reconciliation import inject as inject_reconciliation
 from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
 from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
@@ -109,7 +110,7 @@ class Emitted:
 @dataclass(frozen=True, slots=True)
 class SlotResult:
     emitted: list[Emitted]
-    accepted_response: dict | None   # the response of the earliest passing attempt
+    accepted_response: dict | None   # the response of the attempt the job accepts (SPEC §6.1)
 
 
 def candidate_id(source_id: str, chunk_id: str, family: str, attempt: int) -> str:
@@ -212,6 +213,7 @@ class SimulatedProducer:
         if rng.random() >= self.config.keep_probability:
             return []
         entries = listed_entries(source.position, chunk_registries)
+        shown = entry_list_fingerprint(source.position, entries)  # the list every attempt is made from
         clean = clean_proposal(entries)
         byte_rates = {k: self.config.rates.rate(k) for k in (*BYTE_LEVEL, DefectKind.BLANK_NAME)}
         plan = plan_reconciliation_attempts(rng, self.config.reconciliation_rates, byte_rates,
@@ -220,7 +222,8 @@ class SimulatedProducer:
         for attempt, kinds in enumerate(plan, start=1):
             response, defects = inject_reconciliation(clean, entries, kinds, rng)
             candidate = self.envelope(source.source_id, SOURCE_CHUNK, family, attempt,
-                                      render_response(response, kinds, rng), kinds, slot_seed)
+                                      render_response(response, kinds, rng), kinds, slot_seed,
+                                      input_fingerprint=shown)
             truth = {"candidate_id": candidate["candidate_id"], "family": family,
                      "source_id": source.source_id, "chunk_id": SOURCE_CHUNK, "attempt": attempt,
                      "defects": [defect.to_json() for defect in defects],
@@ -240,11 +243,15 @@ class SimulatedProducer:
         plan = plan_attempts(rng, self.applicable(family, shape), self.config.rates,
                              self.config.attempts)
         clean = clean_records(family, view, rng, book)
-        emitted, accepted = [], None
+        emitted, accepted, accepted_stale = [], None, None
         for attempt, kinds in enumerate(plan, start=1):
             response, defects = inject(family, view, rng, book, clean, kinds)
             passes = not is_failing(kinds)
-            if passes and accepted is None:
+            # The job accepts the earliest passing current attempt, else the earliest passing one
+            # (SPEC §6.1): what later prompts list (registries) is that attempt's response.
+            if passes and self.stale(family, attempt, kinds):
+                accepted_stale = response if accepted_stale is None else accepted_stale
+            elif passes and accepted is None:
                 accepted = response
             candidate = self.envelope(source_id, chunk["chunk_id"], family, attempt,
                                       render_response(response, kinds, rng), kinds, slot_seed)
@@ -253,7 +260,7 @@ class SimulatedProducer:
                      "defects": [defect.to_json() for defect in defects],
                      "expected_pass": passes}
             emitted.append(Emitted(candidate, truth))
-        return SlotResult(emitted, accepted)
+        return SlotResult(emitted, accepted if accepted is not None else accepted_stale)
 
     def applicable(self, family: str, shape: ChunkShape) -> RatedKinds:
         key = (family, shape)
@@ -266,18 +273,29 @@ class SimulatedProducer:
             self._fingerprint_cache[family] = tuple(self._fingerprints(family))
         return self._fingerprint_cache[family]
 
+    def stale(self, family: str, attempt: int, kinds: Sequence[DefectKind]) -> bool:
+        """Whether the attempt's envelope carries another prompt fingerprint than the current one."""
+        return ((attempt == 1 and family in self.config.revised_families)
+                or DefectKind.STALE_PROMPT_FINGERPRINT in kinds)
+
     def envelope(self, source_id: str, chunk_id: str, family: str, attempt: int,
-                 raw_response: str, kinds: Sequence[DefectKind], slot_seed: int) -> dict:
+                 raw_response: str, kinds: Sequence[DefectKind], slot_seed: int,
+                 input_fingerprint: str | None = None) -> dict:
+        """One candidate record (SPEC §3.2); ``input_fingerprint`` (reconciliations only): the
+        entry list the attempt was made from."""
         prompt, schema = self.fingerprints(family)
         if attempt == 1 and family in self.config.revised_families:
             prompt = earlier_prompt_fingerprint(family)
         if DefectKind.STALE_PROMPT_FINGERPRINT in kinds:
             prompt = stale_fingerprint(prompt, family)
-        return {"candidate_id": candidate_id(source_id, chunk_id, family, attempt),
-                "family": family, "source_id": source_id, "chunk_id": chunk_id,
-                "attempt": attempt, "producer": PRODUCER,
-                "prompt_fingerprint": prompt, "schema_fingerprint": schema,
-                "raw_response": raw_response, "received_at": received_at(slot_seed, attempt)}
+        record = {"candidate_id": candidate_id(source_id, chunk_id, family, attempt),
+                  "family": family, "source_id": source_id, "chunk_id": chunk_id,
+                  "attempt": attempt, "producer": PRODUCER,
+                  "prompt_fingerprint": prompt, "schema_fingerprint": schema,
+                  "raw_response": raw_response, "received_at": received_at(slot_seed, attempt)}
+        if input_fingerprint is not None:
+            record["input_fingerprint"] = input_fingerprint
+        return record
 
 
 # -------------------------------------------------------------------- sizing
