@@ -77,6 +77,9 @@ class ExportedRequest:
     line: int
     content_key: str | None = None
     kind: str = KIND_RETRY  # retry or refresh (SPEC §6.1); indexes written before kinds existed hold retries
+    # Reconciliations: the fingerprint of the entry list the line showed (SPEC §4.1), copied onto
+    # the answer's candidate; None for chunk families and in indexes written before it existed.
+    input_fingerprint: str | None = None
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
@@ -101,7 +104,10 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
         raise ExportIndexError(f"{where}: index content_key {shown_value(content_key)} is not a string")
     if kind not in REQUEST_KINDS:
         raise ExportIndexError(f"{where}: index kind {shown_value(kind)} is not one of {', '.join(REQUEST_KINDS)}")
-    return ExportedRequest(**values, content_key=content_key, kind=kind)
+    input_fingerprint = row.get("input_fingerprint")
+    if input_fingerprint is not None and not isinstance(input_fingerprint, str):
+        raise ExportIndexError(f"{where}: index input_fingerprint {shown_value(input_fingerprint)} is not a string")
+    return ExportedRequest(**values, content_key=content_key, kind=kind, input_fingerprint=input_fingerprint)
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
@@ -112,8 +118,10 @@ def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) 
 
 def candidate_record(provider: Provider, request: ExportedRequest, outcome: ResultOutcome, raw_line: bytes,
                      received_at: str) -> dict:
-    """The next attempt of the request's slot (SPEC §3.2); raw_response is exactly the model's text."""
-    return {
+    """The next attempt of the request's slot (SPEC §3.2); raw_response is exactly the model's text.
+    A reconciliation's candidate carries the fingerprint of the entry list its request showed
+    (``input_fingerprint``, from the export index); other candidates have no such field."""
+    record = {
         "candidate_id": candidate_id(provider, request, raw_line),
         "family": request.family, "source_id": request.source_id, "chunk_id": request.chunk_id,
         "attempt": request.attempt,
@@ -122,6 +130,9 @@ def candidate_record(provider: Provider, request: ExportedRequest, outcome: Resu
         "raw_response": outcome.text if outcome.text is not None else "",
         "received_at": outcome.received_at or received_at,
     }
+    if request.input_fingerprint is not None:
+        record["input_fingerprint"] = request.input_fingerprint
+    return record
 
 
 def _line_text(raw: bytes) -> tuple[str, str]:
