@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bench.archive import REPO, ArchiveSpec, ensure_archive
 from bench.procs import checkout_bytecode
-from bench.run import CONFIGS, command
+from bench.configs import CONFIGS, command
 from bench.stats import linear_fit, markdown_table
 
 DEFAULT_CONFIGS = "loop,direct"

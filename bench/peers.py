@@ -75,7 +75,7 @@ def run_spark(archive: Archive, name: str, scratch: Path) -> dict:
 
 def run(sizes: list[int], configs: list[str], partitions: list[int], runs: int, cache: Path, scratch: Path,
         log) -> dict:
-    from bench.run import CONFIGS, run_once  # bench.run imports this module lazily
+    from bench.configs import CONFIGS, run_once
 
     missing = spark_available()
     points = []
