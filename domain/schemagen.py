@@ -239,7 +239,8 @@ def generated_evaluation_schemas() -> dict[str, bytes]:
 # is ``"string"``, ``"int64"``, ``"bool"``, ``{"list": field}`` or
 # ``{"struct": [fields]}``. Nested records stay structs and arrays stay lists.
 
-OUTPUT_AVRO_SCHEMAS = ("outputs/retry_request.v1.avsc", "outputs/evaluation.v1.avsc", "outputs/dead_letter.v1.avsc")
+OUTPUT_AVRO_SCHEMAS = ("outputs/retry_request.v1.avsc", "outputs/evaluation.v1.avsc", "outputs/dead_letter.v1.avsc",
+                       "outputs/slot_change.v1.avsc")
 _ARROW_PRIMITIVES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool", "double": "float64",
                      "float": "float32", "bytes": "binary"}
 
@@ -387,6 +388,85 @@ def generated_request_schemas() -> dict[str, bytes]:
             REQUEST_SCHEMA_AVRO: orjson.dumps(request_avro_schema(), option=opts)}
 
 
+
+# --- the slot rows of a comparison (compare's slots/, SPEC §6.3) ------------------------------
+
+SLOT_CHANGE_SCHEMA_JSON = "outputs/slot_change.v1.json"
+SLOT_CHANGE_SCHEMA_AVRO = "outputs/slot_change.v1.avsc"
+# = domain.compare.SLOT_OUTCOMES and SLOT_CHANGES (a test keeps them equal).
+SLOT_OUTCOMES = ("accepted", "retry", "refresh", "exhausted", "deferred", "absent")
+SLOT_CHANGES = ("regression", "fix", "records_changed", "other")
+DECIDING_DOC = ("The attempt the slot's outcome rests on in this run (the accepted one, the one a request replaces, "
+                "else the latest); null when the run holds nothing of the slot.")
+
+
+def slot_change_json_schema() -> dict:
+    deciding = {
+        "type": ["object", "null"], "additionalProperties": False, "description": DECIDING_DOC,
+        "required": ["candidate_id", "attempt", "reason_codes", "records_sha256"],
+        "properties": {
+            "candidate_id": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "reason_codes": {"type": "array", "items": {"type": "string"},
+                             "description": "The deciding attempt's reason codes, distinct, sorted."},
+            "records_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$",
+                               "description": "Accepted only: sha256 of the artifact's records as canonical JSON."},
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Slot whose outcome or accepted records differ between two runs (v1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["family", "source_id", "chunk_id", "transition", "change", "deciding_a", "deciding_b"],
+        "properties": {
+            "family": {"type": "string"},
+            "source_id": {"type": "string"},
+            "chunk_id": {"type": "string"},
+            "transition": {"type": "object", "additionalProperties": False, "required": ["from", "to"],
+                           "properties": {"from": {"enum": list(SLOT_OUTCOMES)}, "to": {"enum": list(SLOT_OUTCOMES)}}},
+            "change": {"enum": list(SLOT_CHANGES),
+                       "description": "regression: accepted in A, not in B; fix: the reverse; records_changed: "
+                                      "accepted in both with other records; other: another outcome"},
+            "deciding_a": deciding,
+            "deciding_b": deciding,
+        },
+    }
+
+
+def slot_change_avro_schema() -> dict:
+    deciding = {"type": "record", "name": "DecidingAttempt", "doc": DECIDING_DOC, "fields": [
+        {"name": "candidate_id", "type": "string"},
+        {"name": "attempt", "type": "long"},
+        {"name": "reason_codes", "type": {"type": "array", "items": "string"}},
+        {"name": "records_sha256", "type": ["null", "string"]},
+    ]}
+    return {
+        "type": "record",
+        "name": "SlotChangeV1",
+        "namespace": "notarius.outputs",
+        "doc": "One slot whose outcome or accepted records differ between run A and run B (SPEC 6.3).",
+        "fields": [
+            {"name": "family", "type": "string"},
+            {"name": "source_id", "type": "string"},
+            {"name": "chunk_id", "type": "string"},
+            {"name": "transition", "type": {"type": "record", "name": "Transition", "fields": [
+                {"name": "from", "type": {"type": "enum", "name": "SlotOutcome", "symbols": list(SLOT_OUTCOMES)}},
+                {"name": "to", "type": "SlotOutcome"},
+            ]}},
+            {"name": "change", "type": {"type": "enum", "name": "SlotChange", "symbols": list(SLOT_CHANGES)}},
+            {"name": "deciding_a", "type": ["null", deciding]},
+            {"name": "deciding_b", "type": ["null", "DecidingAttempt"]},
+        ],
+    }
+
+
+def generated_slot_change_schemas() -> dict[str, bytes]:
+    """{asset path: bytes} of the comparison's slot row schemas (JSON Schema and Avro); the Arrow one
+    is derived from the Avro one with the other outputs' (``generated_output_schemas``)."""
+    return {SLOT_CHANGE_SCHEMA_JSON: orjson.dumps(slot_change_json_schema(), option=_JSON_OPTS),
+            SLOT_CHANGE_SCHEMA_AVRO: orjson.dumps(slot_change_avro_schema(), option=_JSON_OPTS)}
+
 def main(argv: list[str] | None = None) -> int:
     from domain.families import FAMILIES
 
@@ -395,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
             (root / path).write_bytes(data)
             print(f"wrote assets/{path}")
-    for path, data in generated_request_schemas().items():
+    for path, data in {**generated_request_schemas(), **generated_slot_change_schemas()}.items():
         (root / path).write_bytes(data)
         print(f"wrote assets/{path}")
     for path, data in {**generated_evaluation_schemas(), **generated_output_schemas()}.items():
