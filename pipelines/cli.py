@@ -20,7 +20,7 @@ import sys
 from transforms.collector import freeze_for_exit
 
 SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
-               "verify": "pipelines.verify"}
+               "verify": "pipelines.verify", "compare": "pipelines.compare"}
 
 
 def main(argv: list[str] | None = None) -> int:

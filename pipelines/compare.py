@@ -1,0 +1,494 @@
+"""``notarius-reprocess compare RUN_A RUN_B --output DIR``: what changed from one run to another (SPEC §6.3).
+
+Both run folders must verify. A Beam job with the main job's runners (no
+``--runner``: the in-process Fn API runner; any Beam option goes through)
+reads each run's evaluations, retry requests and artifacts (Avro, JSON Lines
+or Parquet, the two runs in any formats), gathers what each run wrote for
+every slot, and compares the slot's outcome and accepted records in A and B
+(``domain.compare``: every rule lives there; this module only wires). Under
+``--output``: ``slots/`` (one row per slot whose outcome or accepted records
+differ), ``compare.json`` (the counts), ``compare.html`` (the same at a
+glance) and, last, ``manifest.json``: the comparison's commit record, listing
+its files as a run's manifest does.
+
+Exits 0 when the comparison's conservation holds (every slot of A or B counted
+in exactly one transition, every row the runs' manifests list read), 2 when it
+does not, 1 on a refused command line or folder.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, Mapping, Sequence
+
+import apache_beam as beam
+import orjson
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from domain.assets import load_json_asset
+from domain.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
+                            OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
+                            SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_folder_problems,
+                            comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
+                            merged, rows_block, slot_row_order)
+from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, files_block, is_part_file, listed_files,
+                                  relative_path)
+from domain.schemagen import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
+from pipelines.guards import claimed_output
+from pipelines.options import JobOption, OptionsError, check_arguments, parse_command, wants_help
+from pipelines.report import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
+from pipelines.runner_workarounds import send_stage_inputs_whole
+from pipelines.verify import require_verified
+from transforms.collector import freeze_for_exit
+from transforms.files import SUFFIX_FORMATS, format_of, list_files, normalized_folder, read_file_facts
+from transforms.process import SumCounts
+from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs, decode_block
+from transforms.write import FORMATS, OutputSpec, WriteOutputs, arrow_schema, join_path, write_document
+
+DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
+PROG = "notarius-reprocess compare"
+USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format avro|jsonl|parquet] [--overwrite] [Beam options]"
+# A row of a verified run is read whole, however large its raw response (the job bounds its inputs).
+READ_LIMIT = 2**31 - 1
+# Slot rows per written block, and per change in compare.json's examples.
+ROWS_PER_BLOCK = 1000
+EXAMPLES_PER_CHANGE = 20
+
+COMPARE_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
+                                              "--overwrite), and not inside either run folder."),
+    JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=FORMATS),
+    JobOption("--overwrite", "Replace what --output holds (removed, the earlier manifest first, before this "
+                             "comparison writes).", default=False, switch=True),
+)
+DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slots whose outcome or accepted records "
+               "differ), compare.json, compare.html and manifest.json under --output. Any Beam option passes through.")
+
+
+# --- the job ----------------------------------------------------------------------------------------
+
+def run_pattern(folder: str, output: str) -> str:
+    """The part files of one output of a run (every family's, for artifacts)."""
+    if output == OUTPUT_ARTIFACTS:
+        return join_path(folder, OUTPUT_ARTIFACTS, "*", "part-*")
+    return join_path(folder, output, "part-*")
+
+
+def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]]:
+    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot."""
+    _, (name, block) = element
+    run, output = name.split(".", 1)
+    rows = (orjson.loads(line) for line in decode_block(block))
+    for slot, facts in facts_by_slot(output, rows).items():
+        yield slot.key, (run, facts)
+
+
+def compare_grouped(element):
+    """(slot, [(run, facts)]) -> the slot's comparison."""
+    key, parts = element
+    parts = list(parts)
+    return compare_slot(Slot(*key), merged(f for run, f in parts if run == RUN_A),
+                        merged(f for run, f in parts if run == RUN_B))
+
+
+class ReadSlotFacts(beam.PTransform):
+    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block,
+    and the reading step's counts (rows read, rows not readable, per run and output)."""
+
+    def __init__(self, runs: Mapping[str, str]) -> None:
+        super().__init__()
+        self.runs = dict(runs)
+
+    def expand(self, pbegin):
+        inputs = tuple(KeyedInput(run_pattern(self.runs[run], output), input_name(run, output), "source_id",
+                                  READ_LIMIT, fields=READ_FIELDS[output])
+                       for run in RUNS for output in COMPARED_OUTPUTS)
+        read = pbegin | "Read" >> ReadKeyedInputs(inputs)
+        return read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts), read[COUNTS]
+
+
+class CompareSlots(beam.PTransform):
+    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B."""
+
+    def expand(self, facts):
+        return facts | "GroupBySlot" >> beam.GroupByKey() | "Compare" >> beam.Map(compare_grouped)
+
+
+def slot_rows(comparison) -> list[dict]:
+    row = comparison.row()
+    return [] if row is None else [row]
+
+
+def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
+                   output: str, fmt: str, options: Mapping[str, Any], runner_name: str) -> None:
+    facts, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
+    comparisons = facts | "CompareSlots" >> CompareSlots()
+
+    rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
+    spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt))
+    written = (
+        rows
+        | "Blocks" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BLOCK)
+        | "Label" >> beam.Map(lambda block: (SLOTS_OUTPUT, block))
+        | "WriteSlots" >> WriteOutputs({SLOTS_OUTPUT: spec}, output)
+    )
+    files = written | "AllFiles" >> beam.combiners.ToList()  # (label, final path, facts) of every file
+
+    examples = (
+        rows
+        | "ByChange" >> beam.Map(lambda row: (row["change"], row))
+        | "FirstSlots" >> beam.combiners.Top.PerKey(EXAMPLES_PER_CHANGE, key=slot_row_order, reverse=True)
+        | "Examples" >> beam.combiners.ToDict()
+    )
+    counts = read_counts | "SumReadCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
+    listed = {run: listed_rows(manifests[run]) for run in RUNS}
+    families = sorted({family for run in RUNS for family in (manifests[run].get("outcomes") or {})})
+    described = {run: describe_run(runs[run], manifests[run]) for run in RUNS}
+    (
+        comparisons
+        | "Tally" >> beam.Map(lambda comparison: comparison.tally())
+        | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
+        | "Document" >> beam.Map(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
+                                 examples=beam.pvalue.AsSingleton(examples))
+        | "WriteDocuments" >> beam.Map(write_documents, output)
+        # The commit record: after the documents and every slot file are in place.
+        | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
+                                      files=beam.pvalue.AsSingleton(files))
+    )
+
+
+def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict, examples: dict) -> dict:
+    """compare.json from the summed tallies, the reading step's counts and the first changed slots."""
+    return comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
+                               examples=examples)
+
+
+def writer_schema(fmt: str):
+    if fmt == "avro":
+        return load_json_asset(SLOT_CHANGE_SCHEMA_AVRO)
+    if fmt == "parquet":
+        return arrow_schema(load_json_asset(arrow_schema_path(SLOT_CHANGE_SCHEMA_AVRO)))
+    return None
+
+
+def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
+    """What compare.json says of a run it compared."""
+    options = manifest.get("options") or {}
+    conservation = manifest.get("conservation") or {}
+    return {"folder": folder, "output_format": options.get("output_format"),
+            "candidates_in": conservation.get("candidates_in"), "families": options.get("families"),
+            "max_attempts": options.get("max_attempts"), "refresh_stale": options.get("refresh_stale"),
+            "runner": manifest.get("runner")}
+
+
+def write_documents(document: dict, output: str) -> tuple[dict, dict]:
+    """compare.json and compare.html; returns the document and their facts (bytes, sha256) for the manifest."""
+    data = {COMPARE_JSON: orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                                       | orjson.OPT_APPEND_NEWLINE),
+            COMPARE_HTML: render_comparison(document).encode("utf-8")}
+    for name, content in data.items():
+        write_document(content, join_path(output, name))
+    return document, {name: document_facts(content) for name, content in data.items()}
+
+
+def write_manifest(written: tuple[dict, dict], output: str, options: Mapping[str, Any], runner: str,
+                   files: list) -> str:
+    document, documents = written
+    block = files_block(OutputFile(relative_path(output, path), format_of(path), facts["bytes"], facts["sha256"],
+                                   facts["rows"]) for _, path, facts in files)
+    manifest = comparison_manifest(document, files=block, documents=documents, options=options, runner=runner)
+    return write_document(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                                       | orjson.OPT_APPEND_NEWLINE), join_path(output, MANIFEST_NAME))
+
+
+# --- the page -----------------------------------------------------------------------------------------
+
+OUTCOME_COLOURS = {"accepted": "#2e7d32", "retry": "#f9a825", "refresh": "#00838f", "exhausted": "#c62828",
+                   "deferred": "#757575", "absent": "#bdbdbd"}
+CHANGE_COLOURS = {"regression": "#c62828", "fix": "#2e7d32", "records_changed": "#1565c0", "other": "#9e9e9e"}
+TOP_REASON_CODES = 15
+# The report's style, and tables of text (slots, attempts) read from the left.
+PAGE_STYLE = STYLE + "table.text td,table.text th{text-align:left}\n"
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[Any]], foot: Sequence[Any] | None = None,
+           text: bool = False) -> str:
+    """A table; cells are HTML already (escape data with ``e``)."""
+    thead = "".join(f"<th>{e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    tfoot = ("<tfoot><tr>" + "".join(f"<th>{cell}</th>" for cell in foot) + "</tr></tfoot>") if foot else ""
+    opening = '<table class="text">' if text else "<table>"
+    return f"{opening}<thead><tr>{thead}</tr></thead><tbody>{body}</tbody>{tfoot}</table>"
+
+
+def transitions_section(document: Mapping[str, Any]) -> str:
+    transitions = document["total"]["transitions"]
+    rows = []
+    for src in SLOT_OUTCOMES:
+        if src not in transitions:
+            continue
+        cells = [e(src)]
+        for dst in SLOT_OUTCOMES:
+            n = transitions[src].get(dst, 0)
+            moved = src != dst and n
+            cells.append(f"<b>{n}</b>" if moved else (str(n) if n else "·"))
+        rows.append(cells)
+    by_family = [(family, tuple(block["changes"][c] for c in SLOT_CHANGES))
+                 for family, block in document["by_family"].items() if block["changed_slots"]]
+    chart = (legend((c, CHANGE_COLOURS[c]) for c in SLOT_CHANGES)
+             + stacked_bars(by_family, [CHANGE_COLOURS[c] for c in SLOT_CHANGES], SLOT_CHANGES,
+                            "changed slots per family")
+             if by_family else "<p>No slot changed.</p>")
+    return section("transitions", "Slot outcomes, A → B",
+                   "<p>Each slot of A or B is counted once, in the row of its outcome in A and the column of its "
+                   "outcome in B (<i>absent</i>: the run holds nothing of it). Off the diagonal: the slot changed.</p>"
+                   + _table(["A \\ B", *SLOT_OUTCOMES], rows) + chart)
+
+
+def families_section(document: Mapping[str, Any]) -> str:
+    head = ["family", "slots A", "slots B", *SLOT_CHANGES, *(f"artifacts {a}" for a in ARTIFACT_CHANGES)]
+
+    def cells(name: str, block: Mapping[str, Any]) -> list:
+        return [e(name), block["slots"]["in_a"], block["slots"]["in_b"], *(block["changes"][c] for c in SLOT_CHANGES),
+                *(block["artifacts"][a] for a in ARTIFACT_CHANGES)]
+
+    rows = [cells(f, b) for f, b in document["by_family"].items() if b["slots"]["in_a_or_b"]]
+    return section("families", "Per family",
+                   "<p>A regression was accepted in A and is not in B; a fix the reverse; records changed: accepted "
+                   "in both, with other records (compared by a hash of the records, not of provenance).</p>"
+                   + _table(head, rows, cells("total", document["total"])))
+
+
+def requests_section(document: Mapping[str, Any]) -> str:
+    head = ["family", "requests in A", *ANSWER_STATUSES]
+    families = [(f, b["requests_answered"]) for f, b in document["by_family"].items()
+                if b["requests_answered"]["requests"]]
+    rows = [[e(f), r["requests"], *(r[s] for s in ANSWER_STATUSES)] for f, r in families]
+    total = document["total"]["requests_answered"]
+    registry = [(f, b["failed_after_registry_change"]) for f, b in document["by_family"].items()
+                if b.get("failed_after_registry_change")]
+    body = ("<p>A request of A is answered in B when B evaluated an attempt of its slot with the attempt number it "
+            "asked for; that attempt passed, failed again or was deferred.</p>"
+            + (_table(head, rows, ["total", total["requests"], *(total[s] for s in ANSWER_STATUSES)]) if rows
+               else "<p>Run A made no request.</p>"))
+    body += ("<h3>Failed after their registry changed</h3><p>Occurrence attempts that passed in A and fail in B "
+             "because a name is not in the registry (the attempt is the same; the registry it is checked against "
+             "changed): "
+             f"<b>{e(document['total'].get('failed_after_registry_change', 0))}</b>.</p>")
+    if registry:
+        body += _table(["family", "attempts"], [[e(f), n] for f, n in registry])
+    return section("requests", "Requests of A answered in B", body)
+
+
+def reason_codes_section(document: Mapping[str, Any]) -> str:
+    codes = document["total"]["reason_codes"]
+    a, b = codes.get(RUN_A, {}), codes.get(RUN_B, {})
+    names = sorted(set(a) | set(b), key=lambda c: (-max(a.get(c, 0), b.get(c, 0)), c))[:TOP_REASON_CODES]
+    if not names:
+        return section("reason-codes", "Issues by reason code", "<p>Neither run has an issue.</p>")
+    rows = [[f"<code>{e(c)}</code>", a.get(c, 0), b.get(c, 0), f"{b.get(c, 0) - a.get(c, 0):+d}"] for c in names]
+    return section("reason-codes", "Issues by reason code",
+                   "<p>Every issue of every evaluation of each run (the most frequent first).</p>"
+                   + _table(["reason code", "A", "B", "B − A"], rows))
+
+
+def _attempt_text(deciding: Mapping[str, Any] | None) -> str:
+    if not deciding:
+        return "–"
+    codes = ", ".join(deciding["reason_codes"])
+    return f"<code>{e(deciding['candidate_id'])}</code> (attempt {e(deciding['attempt'])})" + (
+        f" <code>{e(codes)}</code>" if codes else "")
+
+
+def examples_section(document: Mapping[str, Any]) -> str:
+    body = ""
+    for change in SLOT_CHANGES:
+        found = document["examples"].get(change) or []
+        if not found:
+            continue
+        total = document["total"]["changes"][change]
+        body += f"<h3>{e(change)} ({total}{', the first ' + str(len(found)) if total > len(found) else ''})</h3>"
+        body += _table(["slot", "A → B", "deciding in A", "deciding in B"],
+                       [[f"{e(r['family'])} / {e(r['source_id'])} / {e(r['chunk_id'])}",
+                         f"{e(r['transition']['from'])} → {e(r['transition']['to'])}",
+                         _attempt_text(r["deciding_a"]), _attempt_text(r["deciding_b"])] for r in found], text=True)
+    return section("slots", "Changed slots", (body or "<p>No slot changed.</p>")
+                   + "<p>Every changed slot is a row of <code>slots/</code>.</p>")
+
+
+def conservation_section(document: Mapping[str, Any]) -> str:
+    slots = document["conservation"]["slots"]
+    rows = document["conservation"]["rows"]
+    line = (f"{slots['slots_in_a_or_b']} slots in A or B = {slots['counted_in_transitions']} counted in transitions")
+    table = _table(["run", *COMPARED_OUTPUTS],
+                   [[e(run), *(f"{rows[run][o]['read']} of {rows[run][o]['listed']}"
+                               + (f" ({rows[run][o]['unreadable']} unreadable)" if rows[run][o]["unreadable"] else "")
+                               for o in COMPARED_OUTPUTS)] for run in RUNS])
+    return section("conservation", "Conservation",
+                   f"<p>{e(line)} — {verdict(bool(slots['holds']))}</p>"
+                   f"<p>Rows read of the rows each run's manifest lists — {verdict(bool(rows['holds']))}</p>" + table)
+
+
+def comparison_sections(document: Mapping[str, Any]) -> str:
+    """The comparison as report sections (figures, transitions, families, requests, reason codes, changed slots,
+    conservation): what ``compare.html`` shows, for a page of the report's style to include."""
+    total = document["total"]
+    changes = total["changes"]
+    cards = [figure(total["slots"]["in_a_or_b"], "slots in A or B"),
+             figure(total["changed_slots"], "slots changed"),
+             figure(changes["regression"], "regressions (accepted in A, not in B)", not changes["regression"]),
+             figure(changes["fix"], "fixes (accepted in B, not in A)"),
+             figure(changes["records_changed"], "accepted with other records"),
+             figure(total["artifacts"]["unchanged"], "artifacts unchanged")]
+    return "\n".join([
+        '<div class="figures">' + "".join(cards) + "</div>",
+        transitions_section(document), families_section(document), requests_section(document),
+        reason_codes_section(document), examples_section(document), conservation_section(document),
+    ])
+
+
+def render_comparison(document: Mapping[str, Any]) -> str:
+    """compare.html: static, no script, every value escaped; the same document gives the same bytes."""
+    runs = document["runs"]
+    meta = " · ".join(f"{run.upper()}: {runs[run]['folder']} ({runs[run].get('output_format') or '?'})"
+                      for run in RUNS)
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>notarius-reprocess comparison</title>",
+        f"<style>{PAGE_STYLE}</style></head><body><main>",
+        "<h1>notarius-reprocess comparison</h1>",
+        f'<p class="meta">{e(meta)}</p>',
+        comparison_sections(document),
+        "</main></body></html>",
+    ]) + "\n"
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+def _writes() -> list[str]:
+    """Paths (relative to --output) compare writes: what the run folders must not reach."""
+    return ([f"{SLOTS_OUTPUT}/part-00000-of-00001{suffix}" for suffix in SUFFIX_FORMATS]
+            + [COMPARE_JSON, COMPARE_HTML, MANIFEST_NAME])
+
+
+def _job_flags() -> list[str]:
+    return [spelling for option in COMPARE_OPTIONS for spelling in option.spellings]
+
+
+def parse(argv: Sequence[str]):
+    """(the two run folders, the compare flags, the arguments left for Beam); a mistake ends the command."""
+    if wants_help(argv):  # the usage line names the two folders, which come first
+        parse_command(f"{PROG} RUN_A RUN_B", DESCRIPTION, COMPARE_OPTIONS, argv)  # prints the help, exits 0
+    folders = list(argv[:2])
+    if len(folders) < 2 or any(folder.startswith("-") for folder in folders):
+        raise SystemExit(f"{PROG}: name the two run folders first: {USAGE}")
+    args, beam_args = parse_command(PROG, DESCRIPTION, COMPARE_OPTIONS, list(argv[2:]), known_only=True)
+    return folders, args, beam_args
+
+
+def run(argv: Sequence[str] | None = None) -> dict:
+    """Run the comparison and return its document (what compare.json holds)."""
+    return compare(argv)[0]
+
+
+def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
+    """Run the comparison: its document and the folder it was written to (links resolved)."""
+    folders, args, beam_args = parse(list(argv) if argv is not None else sys.argv[1:])
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    try:
+        # What is neither a compare flag nor a Beam option would otherwise be dropped by Beam without a word.
+        passed_on = check_arguments(beam_args, standard.runner, job_flags=_job_flags())
+        manifests = {}
+        for run_name, folder in zip(RUNS, folders):
+            try:
+                manifests[run_name] = require_verified(folder)  # SPEC 6.2: only a run folder that verifies
+            except SystemExit as refused:
+                raise OptionsError(f"run {run_name.upper()}: {refused}") from None
+    except OptionsError as exc:
+        raise SystemExit(f"{PROG}: {exc}") from None
+    if passed_on:
+        print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
+    if not standard.runner:
+        standard.runner = DEFAULT_RUNNER
+    runs = {run_name: normalized_folder(folder) for run_name, folder in zip(RUNS, folders)}
+    # Every file of either run is an input: the comparison may be written neither in a run folder nor around one.
+    inputs = {f"RUN_{run_name.upper()}": join_path(runs[run_name], "**") for run_name in RUNS}
+    with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
+                        remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
+        recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format}
+        send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
+        with beam.Pipeline(options=options) as pipeline:
+            build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner)
+        path = join_path(folder, COMPARE_JSON)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return orjson.loads(handle.read()), folder
+
+
+def comparison_problems(folder: str) -> list[str]:
+    """A comparison folder checked against its manifest (``domain.compare.comparison_folder_problems``): every
+    listed file there as listed, no part file unlisted, compare.json and compare.html as written."""
+    folder = normalized_folder(folder)
+    path = join_path(folder, MANIFEST_NAME)
+    if not FileSystems.exists(path):
+        return [f"no {MANIFEST_NAME}: not a committed comparison"]
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        manifest = orjson.loads(handle.read())
+    present = {relative_path(folder, p) for p in list_files(folder)}
+    try:
+        listed = listed_files(manifest)
+    except ManifestError:
+        listed = {}  # the problem is named by comparison_folder_problems
+    found = {}
+    for rel, want in listed.items():
+        if rel in present:
+            facts = read_file_facts(join_path(folder, rel), want.format)
+            rows = facts.rows if facts.rows is not None else -1  # not readable as its format: altered
+            found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, rows)
+    documents = {}
+    for name in (COMPARE_JSON, COMPARE_HTML):
+        if name in present:
+            with FileSystems.open(join_path(folder, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                documents[name] = document_facts(handle.read())
+    return comparison_folder_problems(manifest, found, [p for p in present if is_part_file(p)], documents)
+
+
+def format_summary(document: Mapping[str, Any], output: str) -> str:
+    """The lines compare prints: transitions off the diagonal, changes, artifacts, requests, conservation."""
+    total = document["total"]
+    lines = [f"compared {document['runs'][RUN_A]['folder']} (A) with {document['runs'][RUN_B]['folder']} (B): "
+             f"{total['slots']['in_a_or_b']} slots, {total['changed_slots']} changed"]
+    moved = [(src, dst, n) for src, row in total["transitions"].items() for dst, n in row.items() if src != dst]
+    for src, dst, n in sorted(moved, key=lambda t: (-t[2], t[0], t[1])):
+        lines.append(f"  {src:>9} -> {dst:<9} {n:>8}")
+    lines.append("changes: " + ", ".join(f"{total['changes'][c]} {c}" for c in SLOT_CHANGES))
+    lines.append("accepted artifacts: " + ", ".join(f"{total['artifacts'][a]} {a}" for a in ARTIFACT_CHANGES))
+    answered = total["requests_answered"]
+    lines.append(f"requests of A answered in B: {answered['answered']} of {answered['requests']} "
+                 f"({answered['passed']} passed, {answered['failed_again']} failed again, "
+                 f"{answered['deferred']} deferred)")
+    if total.get("failed_after_registry_change"):
+        lines.append(f"occurrence attempts that failed after their registry changed: "
+                     f"{total['failed_after_registry_change']}")
+    slots, rows = document["conservation"]["slots"], document["conservation"]["rows"]
+    lines.append(f"conservation: {slots['slots_in_a_or_b']} slots = {slots['counted_in_transitions']} in transitions, "
+                 f"rows read as listed: {'yes' if rows['holds'] else 'NO'} -> "
+                 f"{'holds' if document['conservation']['holds'] else 'DOES NOT HOLD'}")
+    lines.append(f"outputs under {output}: {SLOTS_OUTPUT}/ (the changed slots), {COMPARE_JSON}, {COMPARE_HTML}, "
+                 f"{MANIFEST_NAME}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    document, folder = compare(argv)
+    print(format_summary(document, folder))
+    return 0 if document["conservation"]["holds"] else 2
+
+
+if __name__ == "__main__":
+    sys.exit(freeze_for_exit(main()))

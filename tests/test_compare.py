@@ -1,0 +1,404 @@
+"""Comparing two runs (SPEC §6.3): the pure rules of ``domain.compare`` and the command end to end.
+
+The command runs in a process of its own (``python -m pipelines.cli compare``): Beam parses every
+loaded job's PipelineOptions together, and this test process runs the main job in-process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fastavro
+import jsonschema
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.assets import load_json_asset, read_asset
+from domain.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERED, CHANGE_FIX, CHANGE_OTHER,
+                            CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SLOT_CHANGES,
+                            SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot, SlotInRun, answer_in_b,
+                            artifact_of, attempt_of, classify_change, compare_runs, compare_slot,
+                            comparison_document, comparison_folder_problems, decide, facts_by_slot,
+                            failed_after_registry_change, listed_rows, rows_block, sum_tallies)
+from domain.run_integrity import OutputFile
+from domain import schemagen
+from fixture_archive import candidate, ev, good_records, spell, write_archive
+from output_reader import read_rows
+
+S1 = "crd3:S1"
+SHA_X, SHA_Y = "1" * 64, "2" * 64
+
+
+def rejected(n, cid, *codes):
+    return Attempt(n, cid, "rejected", codes)
+
+
+def accepted(n, cid):
+    return Attempt(n, cid, "accepted")
+
+
+# --- a slot's outcome in one run -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("run, outcome, candidate_id, codes", [
+    # an artifact: accepted, whatever else the run wrote (a stale accepted slot also gets a refresh request)
+    (SlotInRun((rejected(1, "c1", "x"), accepted(2, "c2")), (Request(3, "c2", "refresh"),),
+               (Artifact(2, "c2", SHA_X),)), "accepted", "c2", ()),
+    # a request: its kind; the deciding attempt is the one it replaces, with that attempt's codes
+    (SlotInRun((rejected(1, "c1", "b", "a", "b"),), (Request(2, "c1", "retry"),)), "retry", "c1", ("a", "b")),
+    (SlotInRun((rejected(3, "c3", "x"),), (Request(4, "c3", "refresh"),)), "refresh", "c3", ("x",)),
+    # evaluated, nothing decided: deferred; evaluated and rejected without a request: exhausted (the latest)
+    (SlotInRun((Attempt(1, "c1", "deferred"), Attempt(2, "c2", "deferred"))), "deferred", "c2", ()),
+    (SlotInRun((rejected(1, "c1", "x"), rejected(3, "c3", "y"), rejected(3, "c2", "z"))), "exhausted", "c3", ("y",)),
+    (NOTHING, "absent", None, ()),
+])
+def test_decide_reads_each_outcome_off_what_the_run_wrote(run, outcome, candidate_id, codes):
+    decision = decide(run)
+    assert (decision.outcome, decision.candidate_id, decision.reason_codes) == (outcome, candidate_id, codes)
+    assert (decision.records_sha256 is not None) == (outcome == "accepted")
+
+
+@pytest.mark.parametrize("a, b, change", [
+    (Decision("accepted", "c", 1, (), SHA_X), Decision("retry", "c", 1), CHANGE_REGRESSION),
+    (Decision("accepted", "c", 1, (), SHA_X), Decision("absent"), CHANGE_REGRESSION),
+    (Decision("retry", "c", 1), Decision("accepted", "d", 2, (), SHA_X), CHANGE_FIX),
+    (Decision("absent"), Decision("accepted", "d", 1, (), SHA_X), CHANGE_FIX),
+    (Decision("accepted", "c", 1, (), SHA_X), Decision("accepted", "d", 2, (), SHA_Y), CHANGE_RECORDS),
+    # another attempt accepted, the same records: no change
+    (Decision("accepted", "c", 1, (), SHA_X), Decision("accepted", "d", 2, (), SHA_X), None),
+    (Decision("retry", "c", 1), Decision("exhausted", "d", 3), CHANGE_OTHER),
+    (Decision("deferred", "c", 1), Decision("absent"), CHANGE_OTHER),
+    (Decision("retry", "c", 1), Decision("retry", "d", 2), None),  # the same outcome: not a change
+])
+def test_classify_change(a, b, change):
+    assert classify_change(a, b) == change
+
+
+def test_records_are_compared_by_content_not_provenance_or_key_order():
+    records = [{"spell_name": "Shield", "cast": {"level": 1, "as_ritual": False}, "evidence": [{"end_unit_id": 4}]}]
+    row = {"family": "spells", "source_id": S1, "chunk_id": "x-1", "records": records,
+           "provenance": {"candidate_id": "c1", "attempt": 1, "raw_response": "{...}"}, "artifact_id": "a-1"}
+    reordered = [{"evidence": [{"end_unit_id": 4}], "cast": {"as_ritual": False, "level": 1}, "spell_name": "Shield"}]
+    other_provenance = {**row, "records": reordered, "artifact_id": "a-2",
+                        "provenance": {"candidate_id": "c9", "attempt": 3, "raw_response": "{ ... }"}}
+    other_records = {**row, "records": [{**records[0], "cast": {"level": 2, "as_ritual": False}}]}
+    assert artifact_of(row).records_sha256 == artifact_of(other_provenance).records_sha256
+    assert artifact_of(row).records_sha256 != artifact_of(other_records).records_sha256
+
+
+def test_evaluation_rows_keep_their_reason_codes_without_the_bound_row():
+    row = {"candidate_id": "c1", "family": "spells", "source_id": S1, "chunk_id": "x-1", "attempt": 2,
+           "verdict": "rejected", "issues": [
+               {"validator": "spells.catalog", "reason_code": "cantrip_level"},
+               {"validator": "spells.catalog", "reason_code": "cantrip_level"},
+               {"validator": "bound", "reason_code": "more_issues"}]}
+    assert attempt_of(row) == Attempt(2, "c1", "rejected", ("cantrip_level", "cantrip_level"))
+    slots = facts_by_slot("evaluations", [row, {**row, "candidate_id": "c0", "attempt": 1, "issues": []}])
+    assert slots == {Slot("spells", S1, "x-1"): SlotInRun((Attempt(1, "c0", "rejected"), attempt_of(row)))}
+
+
+def test_requests_of_a_answered_in_b():
+    asked = SlotInRun((rejected(1, "c1", "x"),), (Request(2, "c1", "retry"),))
+    assert answer_in_b(asked, SlotInRun((rejected(1, "c1", "x"), accepted(2, "c2")))) == ("retry", ANSWER_PASSED)
+    assert answer_in_b(asked, SlotInRun((rejected(2, "c2", "y"),))) == ("retry", ANSWER_FAILED_AGAIN)
+    # an attempt with another number is not the answer to this request
+    assert answer_in_b(asked, SlotInRun((accepted(3, "c3"),))) == ("retry", ANSWER_UNANSWERED)
+    assert answer_in_b(SlotInRun((accepted(1, "c1"),)), NOTHING) is None  # A asked nothing
+
+
+def test_failed_after_its_registry_changed_is_the_same_attempt_failing_membership():
+    a = SlotInRun((accepted(1, "c1"), Attempt(2, "c2", "superseded"), rejected(3, "c3", "x")))
+    b = SlotInRun((rejected(1, "c1", "not_in_registry", "other"), rejected(2, "c2", "span_outside_chunk"),
+                   rejected(3, "c3", "not_in_registry"), rejected(4, "c4", "not_in_registry")))
+    # c2 fails for another reason; c3 did not pass in A; c4 is not in A
+    assert failed_after_registry_change(a, b) == ("c1",)
+
+
+def test_a_slot_row_names_the_deciding_attempts():
+    slot = Slot("npc-occurrences", S1, "x-1")
+    a = SlotInRun((accepted(1, "c11"),), artifacts=(Artifact(1, "c11", SHA_X),))
+    b = SlotInRun((rejected(1, "c11", "not_in_registry"),), (Request(2, "c11", "retry"),))
+    comparison = compare_slot(slot, a, b)
+    assert comparison.row() == {
+        "family": "npc-occurrences", "source_id": S1, "chunk_id": "x-1",
+        "transition": {"from": "accepted", "to": "retry"}, "change": "regression",
+        "deciding_a": {"candidate_id": "c11", "attempt": 1, "reason_codes": [], "records_sha256": SHA_X},
+        "deciding_b": {"candidate_id": "c11", "attempt": 1, "reason_codes": ["not_in_registry"],
+                       "records_sha256": None}}
+    assert comparison.registry_failures == ("c11",)
+    assert compare_slot(slot, a, a).row() is None
+
+
+# --- properties: every slot in exactly one transition; a run against itself --------------------------------
+
+FAMILY_KEYS = ("spells", "npc-occurrences", "npc-registry")
+VERDICTS = ("accepted", "superseded", "rejected", "deferred")
+CODES = ("not_in_registry", "span_outside_chunk", "cantrip_level")
+
+
+@st.composite
+def slot_in_run(draw):
+    attempts = draw(st.lists(st.builds(Attempt, st.integers(1, 4), st.sampled_from(["c1", "c2", "c3", "c4"]),
+                                       st.sampled_from(VERDICTS), st.lists(st.sampled_from(CODES), max_size=3)
+                                       .map(tuple)), max_size=4, unique_by=lambda a: a.candidate_id))
+    requests = draw(st.lists(st.builds(Request, st.integers(2, 5), st.sampled_from(["c1", "c2"]),
+                                       st.sampled_from(["retry", "refresh"])), max_size=1))
+    artifacts = draw(st.lists(st.builds(Artifact, st.integers(1, 4), st.sampled_from(["c1", "c2"]),
+                                        st.sampled_from([SHA_X, SHA_Y])), max_size=1))
+    return SlotInRun(tuple(sorted(attempts)), tuple(requests), tuple(artifacts))
+
+
+slots = st.builds(Slot, st.sampled_from(FAMILY_KEYS), st.sampled_from([S1, "crd3:S2"]),
+                  st.sampled_from(["x-1", "x-2", "*"]))
+runs = st.dictionaries(slots, slot_in_run().filter(lambda s: s.present), max_size=12)
+
+
+def document_of(comparisons):
+    listed = {run: {"evaluations": 0, "retry_requests": 0, "artifacts": 0} for run in ("a", "b")}
+    return comparison_document(sum_tallies(c.tally() for c in comparisons), families=FAMILY_KEYS,
+                               runs={"a": {"folder": "A"}, "b": {"folder": "B"}}, rows=rows_block(listed, {}))
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=runs, b=runs)
+def test_every_slot_of_a_or_b_is_counted_in_exactly_one_transition(a, b):
+    comparisons = compare_runs(a, b)
+    document = document_of(comparisons)
+    for family in FAMILY_KEYS:
+        block = document["by_family"][family]
+        in_family = {s for s in set(a) | set(b) if s.family == family}
+        transitions = block["transitions"]
+        assert sum(n for row in transitions.values() for n in row.values()) == len(in_family)
+        # the marginals: every slot of A once by its outcome in A, every slot of B once by its outcome in B
+        assert sum(n for src, row in transitions.items() if src != "absent" for n in row.values()) == \
+            len([s for s in a if s.family == family])
+        assert sum(n for row in transitions.values() for dst, n in row.items() if dst != "absent") == \
+            len([s for s in b if s.family == family])
+        assert block["conservation"]["holds"]
+    assert document["conservation"]["holds"]
+    assert document["total"]["slots"]["in_a_or_b"] == len(set(a) | set(b))
+    assert document["total"]["changed_slots"] == sum(c.row() is not None for c in comparisons)
+    assert sum(document["total"]["changes"].values()) == document["total"]["changed_slots"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=runs)
+def test_a_run_compared_with_itself_changes_nothing(a):
+    comparisons = compare_runs(a, a)
+    document = document_of(comparisons)
+    total = document["total"]
+    assert [c.row() for c in comparisons if c.row() is not None] == []
+    assert total["changed_slots"] == 0 and set(total["changes"].values()) == {0}
+    assert all(src == dst for src, row in total["transitions"].items() for dst in row)
+    accepted_slots = sum(decide(run).outcome == "accepted" for run in a.values())
+    assert total["artifacts"] == {"unchanged": accepted_slots, "changed": 0, "appeared": 0, "disappeared": 0}
+    assert total["reason_codes"]["a"] == total["reason_codes"]["b"]
+    assert total["failed_after_registry_change"] == 0
+
+
+SLOT_JSON_SCHEMA = load_json_asset(schemagen.SLOT_CHANGE_SCHEMA_JSON)
+SLOT_AVRO_SCHEMA = fastavro.parse_schema(load_json_asset(schemagen.SLOT_CHANGE_SCHEMA_AVRO))
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=runs, b=runs)
+def test_slot_rows_fit_their_json_and_avro_schemas(a, b):
+    for comparison in compare_runs(a, b):
+        row = comparison.row()
+        if row is not None:
+            jsonschema.validate(row, SLOT_JSON_SCHEMA)
+            assert fastavro.validate(row, SLOT_AVRO_SCHEMA, raise_errors=True)
+
+
+def test_slot_schemas_are_generated_current_and_spell_the_domain_names():
+    for path, data in {**schemagen.generated_slot_change_schemas(), **schemagen.generated_output_schemas()}.items():
+        assert read_asset(path) == data, f"assets/{path} is stale: run python -m domain.schemagen"
+    assert schemagen.SLOT_OUTCOMES == SLOT_OUTCOMES and schemagen.SLOT_CHANGES == SLOT_CHANGES
+
+
+def test_rows_read_must_be_the_rows_listed():
+    listed = {"a": {"evaluations": 3, "retry_requests": 1, "artifacts": 2},
+              "b": {"evaluations": 2, "retry_requests": 0, "artifacts": 1}}
+    read = {"a.evaluations_in": 3, "a.retry_requests_in": 1, "a.artifacts_in": 2,
+            "b.evaluations_in": 2, "b.retry_requests_in": 0, "b.artifacts_in": 1}
+    assert rows_block(listed, read)["holds"]
+    assert not rows_block(listed, {**read, "b.evaluations_in": 1})["holds"]  # a row lost
+    unreadable = rows_block(listed, {**read, "b.evaluations_in": 3, "dead_letters/b.evaluations": 1})
+    assert not unreadable["holds"] and unreadable["b"]["evaluations"] == {"listed": 2, "read": 2, "unreadable": 1}
+    manifest = {"files": {"evaluations": [{"path": "evaluations/part-0.avro", "format": "avro", "bytes": 1,
+                                           "sha256": "0" * 64, "rows": 4}],
+                          "artifacts/spells": [{"path": "artifacts/spells/part-0.avro", "format": "avro", "bytes": 1,
+                                                "sha256": "0" * 64, "rows": 2}],
+                          "artifacts/npc-registry": [{"path": "artifacts/npc-registry/part-0.avro", "format": "avro",
+                                                      "bytes": 1, "sha256": "0" * 64, "rows": 1}]}}
+    assert listed_rows(manifest) == {"evaluations": 4, "retry_requests": 0, "artifacts": 3}
+
+
+def test_a_comparison_folder_is_checked_against_its_manifest():
+    part = OutputFile("slots/part-00000-of-00001.jsonl", "jsonl", 10, "a" * 64, 2)
+    docs = {COMPARE_JSON: {"bytes": 5, "sha256": "b" * 64}, COMPARE_HTML: {"bytes": 6, "sha256": "c" * 64}}
+    manifest = {"kind": "compare", "files": {"slots": [part.as_row()]}, "outputs": {"slots": 2},
+                "documents": docs, "conservation": {"holds": True}}
+    assert comparison_folder_problems(manifest, {part.path: part}, [part.path], docs) == []
+    altered = OutputFile(part.path, "jsonl", 10, "d" * 64, 2)
+    problems = comparison_folder_problems(manifest, {part.path: altered}, [part.path, "slots/part-x.jsonl"],
+                                          {COMPARE_JSON: docs[COMPARE_JSON]})
+    assert problems == [f"altered: {part.path}", "unlisted: slots/part-x.jsonl", f"missing: {COMPARE_HTML}"]
+    assert comparison_folder_problems({**manifest, "outputs": {"slots": 3}}, {part.path: part}, [part.path], docs) == \
+        ["slots: the files hold 2 rows, the manifest counts 3"]
+
+
+def test_the_page_escapes_every_value():
+    from pipelines.compare import render_comparison
+
+    slot = Slot("spells", "<script>alert(1)</script>", "x-1")
+    a = SlotInRun((accepted(1, '"><img src=x>'),), artifacts=(Artifact(1, '"><img src=x>', SHA_X),))
+    comparisons = compare_runs({slot: a}, {})
+    document = document_of(comparisons)
+    document["examples"] = {"regression": [comparisons[0].row()]}
+    page = render_comparison(document)
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&quot;&gt;&lt;img src=x&gt;" in page
+
+
+# --- the command, end to end ---------------------------------------------------------------------------
+
+def run_job(archive: dict, out: Path, *extra: str) -> None:
+    from pipelines import reprocess
+
+    argv = ["--transcripts", archive["transcripts"], "--candidates", archive["candidates"], "--output", str(out),
+            *extra]
+    assert reprocess.main(argv) == 0
+
+
+def compare(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "compare", *args], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == expect, done.stderr[-3000:]
+    return done
+
+
+def changed_archive(directory: Path) -> dict:
+    """The fixture archive with a changed candidate set: c-30 passes spells x-3 (a retry in A); c-31 answers
+    npc-occurrences x-2's retry and fails again; c-18 (location-registry x-2's only attempt) is gone; c-15,
+    the reconciled NPC registry, is replaced by c-15b without the alias "Grog Strongjaw", which c-11 names."""
+    archive = write_archive(directory)
+    kept = [r for r in good_records()[10:] if r["candidate_id"] not in ("c-15", "c-18")]
+    kept += [
+        candidate("c-15b", "npc-reconciliation", S1, "*", 1,
+                  {"entities": [{"name": "Grog", "aliases": ["Big G"], "description": "a goliath",
+                                 "member_labels": ["E1"]}]}),
+        candidate("c-30", "spells", S1, "x-3", 2, {"spells": [spell("Shield", "LIAM", 1, 50, 30)]}),
+        candidate("c-31", "npc-occurrences", S1, "x-2", 2,
+                  {"occurrences": [{"npc_name": "Vex", "kind": "present", "evidence": [ev(20, 1)]}]}),
+    ]
+    (directory / "candidates-3.avro").unlink()  # good[10:], rewritten as JSON Lines
+    (directory / "candidates-3.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in kept))
+    return archive
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    run_job(write_archive(root / "archive-a"), root / "run-a")  # Avro
+    run_job(changed_archive(root / "archive-b"), root / "run-b", "--output-format", "parquet")
+    done = compare(str(root / "run-a"), str(root / "run-b"), "--output", str(root / "cmp"), "--output-format", "jsonl")
+    return {"root": root, "out": root / "cmp", "stdout": done.stdout,
+            "document": orjson.loads((root / "cmp" / COMPARE_JSON).read_bytes()),
+            "rows": read_rows(root / "cmp" / "slots"),
+            "manifest": orjson.loads((root / "cmp" / "manifest.json").read_bytes())}
+
+
+def test_compare_counts_every_transition(compared):
+    total = compared["document"]["total"]
+    assert total["transitions"] == {
+        "accepted": {"accepted": 6, "retry": 1, "absent": 1},  # npc-occurrences x-1; location-registry x-2
+        "retry": {"accepted": 1, "retry": 1, "deferred": 1},  # spells x-3; npc-occ x-2; location-reconciliation
+        "exhausted": {"exhausted": 1},
+        "deferred": {"deferred": 2},
+    }
+    assert total["slots"] == {"in_a": 14, "in_b": 13, "in_both": 13, "in_a_or_b": 14}
+    assert compared["document"]["conservation"]["holds"]
+    rows = compared["document"]["conservation"]["rows"]
+    assert rows["holds"] and rows["a"]["evaluations"] == {"listed": 19, "read": 19, "unreadable": 0}
+    assert "14 slots, 5 changed" in compared["stdout"]
+
+
+def test_compare_writes_one_row_per_changed_slot(compared):
+    def summary(row):
+        a, b = row["deciding_a"], row["deciding_b"]
+        return (row["family"], row["chunk_id"], row["transition"]["from"], row["transition"]["to"], row["change"],
+                a and (a["candidate_id"], tuple(a["reason_codes"])),
+                b and (b["candidate_id"], tuple(b["reason_codes"])))
+
+    assert sorted(map(summary, compared["rows"])) == sorted([
+        ("spells", "x-3", "retry", "accepted", "fix", ("c-05", ("span_outside_chunk",)), ("c-30", ())),
+        ("npc-occurrences", "x-1", "accepted", "retry", "regression", ("c-11", ()), ("c-11", ("not_in_registry",))),
+        ("location-registry", "x-2", "accepted", "absent", "regression", ("c-18", ()), None),
+        ("npc-reconciliation", "*", "accepted", "accepted", "records_changed", ("c-15", ()), ("c-15b", ())),
+        ("location-reconciliation", "*", "retry", "deferred", "other",
+         ("c-19", ("unassigned_entry", "unknown_label")), ("c-19", ())),
+    ])
+    for row in compared["rows"]:
+        jsonschema.validate(row, SLOT_JSON_SCHEMA)
+    fix = next(row for row in compared["rows"] if row["change"] == "fix")
+    assert compared["document"]["examples"]["fix"] == [fix]
+
+
+def test_compare_counts_artifacts_requests_and_registry_failures(compared):
+    total, by_family = compared["document"]["total"], compared["document"]["by_family"]
+    # five artifacts read from Avro in A and from Parquet in B hash alike
+    assert total["artifacts"] == {"unchanged": 5, "changed": 1, "appeared": 1, "disappeared": 2}
+    answered = total["requests_answered"]
+    assert (answered["requests"], answered["answered"], answered["passed"], answered["failed_again"],
+            answered["unanswered"]) == (3, 2, 1, 1, 1)
+    assert by_family["spells"]["requests_answered"]["passed"] == 1
+    assert by_family["npc-occurrences"]["requests_answered"]["failed_again"] == 1
+    assert by_family["npc-occurrences"]["failed_after_registry_change"] == 1
+    assert "failed_after_registry_change" not in by_family["spells"]  # occurrence families only
+    codes = by_family["npc-occurrences"]["reason_codes"]
+    assert codes == {"a": {"not_in_registry": 1}, "b": {"not_in_registry": 3}}  # c-12; c-11, c-12, c-31
+
+
+def test_the_comparison_folder_lists_its_files_and_can_be_checked(compared):
+    from pipelines.compare import comparison_problems
+
+    out, manifest = compared["out"], compared["manifest"]
+    parts = sorted(str(p.relative_to(out)) for p in (out / "slots").glob("part-*"))
+    assert [f["path"] for f in manifest["files"]["slots"]] == parts
+    assert sum(f["rows"] for f in manifest["files"]["slots"]) == manifest["outputs"]["slots"] == 5
+    assert set(manifest["documents"]) == {COMPARE_JSON, COMPARE_HTML}
+    assert comparison_problems(str(out)) == []
+    html = (out / COMPARE_HTML).read_text()
+    assert "<script" not in html and "location-registry / crd3:S1 / x-2" in html
+    copy = compared["root"] / "cmp-altered"
+    shutil.copytree(out, copy)
+    edited = (copy / COMPARE_JSON).read_bytes().replace(b'"regression": 2', b'"regression": 0')
+    (copy / COMPARE_JSON).write_bytes(edited)
+    assert comparison_problems(str(copy)) == [f"altered: {COMPARE_JSON}"]
+
+
+def test_a_run_compared_with_itself_writes_no_slot(compared):
+    root = compared["root"]
+    compare(str(root / "run-b"), str(root / "run-b"), "--output", str(root / "same"), "--output-format", "parquet")
+    document = orjson.loads((root / "same" / COMPARE_JSON).read_bytes())
+    assert document["total"]["changed_slots"] == 0 and read_rows(root / "same" / "slots") == []
+    assert document["total"]["artifacts"]["unchanged"] == 7
+    assert orjson.loads((root / "same" / "manifest.json").read_bytes())["files"]["slots"][0]["rows"] == 0
+
+
+def test_compare_refuses_an_output_in_a_run_and_a_run_that_does_not_verify(compared):
+    root = compared["root"]
+    inside = compare(str(root / "run-a"), str(root / "run-b"), "--output", str(root / "run-a" / "cmp"), expect=1)
+    assert "within reach of RUN_A" in inside.stderr and not (root / "run-a" / "cmp").exists()
+    broken = root / "run-b-broken"
+    shutil.copytree(root / "run-b", broken)
+    next(broken.glob("evaluations/part-*")).unlink()
+    refused = compare(str(root / "run-a"), str(broken), "--output", str(root / "cmp-broken"), expect=1)
+    assert "run B:" in refused.stderr and "does not verify" in refused.stderr
+    used = compare(str(root / "run-a"), str(root / "run-b"), "--output", str(compared["out"]), expect=1)
+    assert "--overwrite" in used.stderr
