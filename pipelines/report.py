@@ -134,7 +134,19 @@ def outcomes_section(manifest: Mapping[str, Any]) -> str:
                    "Superseded and stale count candidates.</p>"
                    + legend((f"{o} ({meaning})", c) for o, c, meaning in SLOT_OUTCOMES) + chart
                    + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{body}</tbody>"
-                     f"<tfoot>{foot}</tfoot></table>")
+                     f"<tfoot>{foot}</tfoot></table>" + entry_list_note(manifest))
+
+
+def entry_list_note(manifest: Mapping[str, Any]) -> str:
+    """Reconciliation attempts made for an entry list that has since changed (SPEC §4.1); nothing when none."""
+    refresh = manifest.get("refresh") or {}
+    changed, waiting = int(refresh.get("entry_list_changed", 0)), int(refresh.get("entry_list_slots_waiting", 0))
+    if not changed:
+        return ""
+    return (f"<p>{changed} reconciliation attempt(s) were made for an entry list that has changed since (the "
+            "source's accepted chunk registries changed): they are deferred, not evaluated, and never corrected "
+            f"(reason <code>entry_list_changed</code>). {waiting} slot(s) wait for an attempt on the current list"
+            + (" (each gets a refresh request with <code>--refresh-stale</code>)." if waiting else ".") + "</p>")
 
 
 def conservation_section(manifest: Mapping[str, Any]) -> str:
