@@ -466,6 +466,8 @@ def format_summary(document: Mapping[str, Any], output: str) -> str:
     moved = [(src, dst, n) for src, row in total["transitions"].items() for dst, n in row.items() if src != dst]
     for src, dst, n in sorted(moved, key=lambda t: (-t[2], t[0], t[1])):
         lines.append(f"  {src:>9} -> {dst:<9} {n:>8}")
+    if not moved:
+        lines.append("  every slot kept its outcome")
     lines.append("changes: " + ", ".join(f"{total['changes'][c]} {c}" for c in SLOT_CHANGES))
     lines.append("accepted artifacts: " + ", ".join(f"{total['artifacts'][a]} {a}" for a in ARTIFACT_CHANGES))
     answered = total["requests_answered"]
