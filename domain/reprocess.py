@@ -470,38 +470,27 @@ class _SlotDecider:
 
         # A reconciliation is pinned to the entry list it was shown (SPEC §4.1): an attempt made for
         # another list is not evaluated (its labels name other entries); the others decide the slot.
-        pinned: list[bool] | None = None
-        list_fp: str | None = None
+        list_fp = None
+        judged = attempts
         if spec.role == ROLE_RECONCILIATION:
             list_fp = entry_list_fingerprint(ctx.registry_entries or ())
-            pinned = [c.input_fingerprint is None or c.input_fingerprint == list_fp for c in attempts]
-            if all(pinned):
-                pinned = None
-            else:
-                self.counts[count_key("revision", spec.key, "entry_list_changed")] += pinned.count(False)
-                if not any(pinned):
+            judged = [c for c in attempts if c.input_fingerprint is None or c.input_fingerprint == list_fp]
+            if len(judged) < len(attempts):
+                self.counts[count_key("revision", spec.key, "entry_list_changed")] += len(attempts) - len(judged)
+                if not judged:
                     self._wait_for_current_list(spec, chunk_id, ctx, attempts, list_fp, prompt_fp, schema_fp)
                     return
+                current = [fresh for cand, fresh in zip(attempts, current)
+                           if cand.input_fingerprint is None or cand.input_fingerprint == list_fp]
+                first_row = len(self.evaluations)
+            else:
+                judged = attempts
 
-        if pinned is None:
-            results: list[tuple[Candidate, CandidateResult | None]] = [
-                (cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in attempts]
-            judged = results
-            judged_current = current
-        else:
-            results = [(cand, evaluate_response(spec, cand.raw_response, ctx) if ok else None)
-                       for cand, ok in zip(attempts, pinned)]
-            judged = [(cand, result) for cand, result in results if result is not None]
-            judged_current = [fresh for fresh, ok in zip(current, pinned) if ok]
-        chosen = choose_accepted([r.passed for _, r in judged], judged_current)
-        accepted = None if chosen is None else judged[chosen]
+        results = [(cand, evaluate_response(spec, cand.raw_response, ctx)) for cand in judged]
+        chosen = choose_accepted([r.passed for _, r in results], current)
+        accepted = None if chosen is None else results[chosen]
         accepted_row = -1
         for cand, result in results:
-            if result is None:  # made for another entry list: waits, and is never told it erred
-                assert cand.input_fingerprint is not None and list_fp is not None
-                self._evaluation(cand, VERDICT_DEFERRED,
-                                 (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),))
-                continue
             # Invariant failures are our bugs: counted for operators, never shown to a producer.
             invariant_failures = sum(map(is_invariant_issue, result.issues))
             if invariant_failures:
@@ -515,42 +504,54 @@ class _SlotDecider:
             else:
                 verdict = VERDICT_REJECTED
             self._evaluation(cand, verdict, result.issues, result.endpoints_reordered)
+        if judged is not attempts:  # the attempts made for another list wait; rows stay in attempt order
+            accepted_row = self._add_waiting_rows(spec, attempts, list_fp, first_row, accepted)
 
         # Attempts are sorted by number, so the last is the slot's highest: at the bound no
         # request can be numbered (the envelope would refuse its answer), whatever the budget.
-        # Any request is numbered above every attempt, the ones made for another list included.
-        highest = attempts[-1].attempt
-        attempts_spent = highest >= MAX_ATTEMPT_NUMBER
+        # A request is numbered above every attempt, those made for another list included.
+        attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
         retried = False
         if accepted is not None:
             self.counts[count_key("outcome", spec.key, "accepted")] += 1
             # A passing attempt with no reordered range passes without endpoint ordering too.
-            survives = any(r.passed and not r.endpoints_reordered for _, r in judged)
+            survives = any(r.passed and not r.endpoints_reordered for _, r in results)
             self.accepted_survival.append((spec, survives))
-            self.counts[count_key("revision", spec.key,
-                                  "accepted_current" if judged_current[chosen] else "accepted_stale")] += 1
-            if chosen and judged_current[chosen] and any(
-                    r.passed and not fresh for (_, r), fresh in zip(judged[:chosen], judged_current)):
+            self.counts[count_key("revision", spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
+            if chosen and current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
                 # An earlier passing stale attempt would have won before SPEC §6.1.
                 self.counts[count_key("revision", spec.key, "current_over_stale")] += 1
             self._accept(spec, chunk_id, *accepted)
             self.artifact_rows.append((spec.key, accepted_row))
         else:
-            # The latest attempt judged against the current list is the one corrected.
-            latest, latest_result = judged[-1]
-            if highest < self.config.max_attempts and not attempts_spent:
+            # The latest attempt judged (made for the current list) is the one corrected.
+            latest, latest_result = results[-1]
+            if attempts[-1].attempt < self.config.max_attempts and not attempts_spent:
                 retried = True
                 self.counts[count_key("outcome", spec.key, "retry")] += 1
-                self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result, highest + 1,
-                                                               prompt_fp, schema_fp, list_fp))
+                self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result,
+                                                               attempts[-1].attempt + 1, prompt_fp, schema_fp, list_fp))
             else:
                 self.counts[count_key("outcome", spec.key, "exhausted")] += 1
-        if refresh_due(has_current=any(judged_current), deferred=False, retried=retried,
+        if refresh_due(has_current=any(current), deferred=False, retried=retried,
                        attempts_spent=attempts_spent):
             self.counts[count_key("revision", spec.key, "refresh_due")] += 1
             if self.config.refresh_stale:
-                replaced = accepted[0] if accepted is not None else judged[-1][0]
+                replaced = accepted[0] if accepted is not None else results[-1][0]
                 self._refresh(spec, chunk_id, ctx, replaced, attempts, prompt_fp, schema_fp, list_fp)
+
+    def _add_waiting_rows(self, spec: FamilySpec, attempts: list[Candidate], list_fp: str, first_row: int,
+                          accepted: tuple[Candidate, CandidateResult] | None) -> int:
+        """The evaluation rows of a slot's attempts made for another entry list (verdict deferred, one
+        operator-only issue), put among the slot's other rows in attempt order; returns the accepted
+        row's new index (-1 when none)."""
+        for cand in attempts:
+            if cand.input_fingerprint is not None and cand.input_fingerprint != list_fp:
+                self._evaluation(cand, VERDICT_DEFERRED,
+                                 (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),))
+        place = {cand.candidate_id: n for n, cand in enumerate(attempts)}
+        self.evaluations[first_row:] = sorted(self.evaluations[first_row:], key=lambda row: place[row["candidate_id"]])
+        return -1 if accepted is None else first_row + place[accepted[0].candidate_id]
 
     def _wait_for_current_list(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext,
                                attempts: list[Candidate], list_fp: str, prompt_fp: str, schema_fp: str) -> None:
