@@ -38,7 +38,7 @@ from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, file
 from domain.schemagen import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, check_arguments, parse_command, wants_help
-from pipelines.report import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
+from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from transforms.collector import freeze_for_exit

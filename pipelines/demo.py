@@ -13,7 +13,8 @@ backfill after a prompt revision, as a user lives it.
 4. the SIMULATED batch provider answers them under the current prompt, in the
    provider's own output format;
 5. ``import-batch`` brings the answers back as candidates, added to the archive;
-6. run 2 of the job accepts the new, current attempts over the old ones.
+6. run 2 of the job accepts the new, current attempts over the old ones;
+7. ``compare`` sets run 1 beside run 2, slot by slot (``compare/``: what changed and why).
 
 Each run gets its retry economy (against the ground truth) and a
 self-contained HTML report: ``run1/report.html``, and ``report.html`` for run 2.
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import batch_export, batch_import, reprocess, report, retry_economy
+from pipelines import batch_export, batch_import, compare, reprocess, report, retry_economy
 from pipelines.outputs import read_manifest
 from transforms.collector import freeze_for_exit
 from transforms.files import FolderLock, FolderLockedError
@@ -58,13 +59,14 @@ def _fresh(*paths: Path) -> None:
             path.unlink()
 
 
-def _figures(job_out: Path, truth: Path, folder: Path) -> retry_economy.RunFigures:
-    """Retry economy and report of one run, written to ``folder``."""
+def _figures(job_out: Path, truth: Path, folder: Path, comparison=None) -> retry_economy.RunFigures:
+    """Retry economy and report of one run, written to ``folder`` (with ``comparison``: (document, link to
+    its page), what changed since the baseline run)."""
     figures = retry_economy.load_figures(job_out, truth)
     for line in retry_economy.summary_lines(figures):
         print(f"  {line}")
     retry_economy.write_json(figures, folder / "retry_economy.json")
-    print(f"  report: {report.write_report(figures, folder / 'report.html')}")
+    print(f"  report: {report.write_report(figures, folder / 'report.html', comparison)}")
     return figures
 
 
@@ -123,10 +125,11 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     archive, run1, run2, backfill = root / "archive", root / "run1", root / "run2", root / "backfill"
     truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
     transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"
-    _fresh(run1, run2, backfill, imported_candidates, truth_backfill, root / "job")
+    comparison = root / "compare"
+    _fresh(run1, run2, backfill, imported_candidates, truth_backfill, root / "job", comparison)
     archive.mkdir(parents=True, exist_ok=True)
 
-    print(f"1/6 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt)")
+    print(f"1/7 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt)")
     simulated_producer.main([
         "--transcripts", str(args.transcripts or bundled_transcripts()),
         "--transcripts-out", str(transcripts),
@@ -142,25 +145,25 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     ])
     job = ["--transcripts", str(transcripts), "--output-format", args.output_format, "--refresh-stale", *beam_args]
 
-    print(f"2/6 reprocess job, run 1 (--refresh-stale) -> {run1}")
+    print(f"2/7 reprocess job, run 1 (--refresh-stale) -> {run1}")
     status = reprocess.main([*job, "--candidates", str(archive / "candidates.jsonl.gz"), "--output", str(run1)])
     if status != 0:
         return status
     figures1 = _figures(run1, truth, run1)
 
-    print(f"3/6 export-batch: the refresh requests -> {backfill / 'batch'}")
+    print(f"3/7 export-batch: the refresh requests -> {backfill / 'batch'}")
     export = batch_export.run([
         "--retry-requests", str(run1 / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
         "--kinds", "refresh", "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
         "--output", str(backfill / "batch"), *beam_args])
     print("  " + batch_export.format_summary(export).replace("\n", "\n  "))
 
-    print(f"4/6 simulated batch provider answers under the current prompt -> {backfill / 'results'}")
+    print(f"4/7 simulated batch provider answers under the current prompt -> {backfill / 'results'}")
     results = backfill / "results" / "batch_output.jsonl"
     simulated_batch.main(["--requests", str(backfill / "batch" / "requests-*"), "--transcripts", str(transcripts),
                           "--results-out", str(results), "--truth-out", str(truth_backfill), "--seed", str(args.seed)])
 
-    print(f"5/6 import-batch -> {backfill / 'import'}; the answers join the archive")
+    print(f"5/7 import-batch -> {backfill / 'import'}; the answers join the archive")
     imported = batch_import.run(["--provider", simulated_batch.PROVIDER, "--results", str(results),
                                  "--requests", str(backfill / "batch" / "requests-*"),
                                  "--output", str(backfill / "import")])
@@ -169,11 +172,15 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     truth_all = backfill / "ground-truth.jsonl"
     truth_all.write_bytes(truth.read_bytes() + truth_backfill.read_bytes())
 
-    print(f"6/6 reprocess job, run 2 -> {run2}")
+    print(f"6/7 reprocess job, run 2 -> {run2}")
     status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--output", str(run2)])
     if status != 0:
         return status
-    figures2 = _figures(run2, truth_all, root)
+
+    print(f"7/7 compare run 1 with run 2 -> {comparison}")
+    document, folder = compare.compare([str(run1), str(run2), "--output", str(comparison), *beam_args])
+    print("  " + compare.format_summary(document, folder).replace("\n", "\n  "))
+    figures2 = _figures(run2, truth_all, root, (document, f"{comparison.name}/{compare.COMPARE_HTML}"))
 
     manifest1, manifest2 = read_manifest(run1), read_manifest(run2)
     for line in revision_lines(args.revised_family, manifest1, manifest2, imported["requests"]["imported"]):

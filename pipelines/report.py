@@ -13,15 +13,18 @@ HTML-escaped. The same run gives the same bytes (no timestamps).
 
 from __future__ import annotations
 
+import os
 import sys
-from html import escape
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+import orjson
 
 from domain.run_summary import RunSummary
 from transforms.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
+from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
 from pipelines.options import JobOption, parse_command
 from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
 
@@ -33,87 +36,6 @@ SLOT_OUTCOMES = (  # outcome, colour, meaning
 )
 CANDIDATE_COUNTS = ("superseded", "stale")
 TOP_CATEGORIES = 12
-
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-STYLE = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;margin:0;background:#fafafa}
-main{max-width:980px;margin:0 auto;padding:24px 28px 48px;background:#fff}
-h1{font-size:1.6em;margin:0 0 4px}h3{font-size:1em;margin:18px 0 6px}
-h2{font-size:1.2em;margin:32px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-p.meta{color:#555;margin:0 0 16px}
-table{border-collapse:collapse;font-size:.9em;margin:8px 0}
-th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
-th:first-child,td:first-child{text-align:left}
-.ok{color:#2e7d32;font-weight:600}.fail{color:#c62828;font-weight:600}
-.legend span{display:inline-block;margin-right:14px;font-size:.9em}
-.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
-.figures{display:flex;flex-wrap:wrap;gap:12px;margin:8px 0}
-.figure{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:150px}
-.figure b{display:block;font-size:1.5em}
-pre{white-space:pre-wrap;word-break:break-word;background:#f4f4f4;border:1px solid #e0e0e0;border-radius:4px;
-padding:10px 12px;font:13px/1.45 ui-monospace,Menlo,Consolas,monospace}
-figure{margin:12px 0}figcaption{color:#555;font-size:.9em;margin-bottom:4px}
-.method{color:#444;font-size:.92em}
-svg text{font:12px system-ui,sans-serif;fill:#1b1b1b}
-"""
-
-
-def e(value: Any) -> str:
-    return escape(str(value), quote=True)
-
-
-# --- charts -------------------------------------------------------------------------------------
-
-LABEL_WIDTH, BAR_WIDTH, ROW_HEIGHT, VALUE_WIDTH = 190, 520, 22, 70
-
-
-def stacked_bars(rows: Sequence[tuple[str, Sequence[int]]], colours: Sequence[str], names: Sequence[str],
-                 title: str) -> str:
-    """Horizontal stacked bars, one row per label; widths share one scale."""
-    biggest = max((sum(values) for _, values in rows), default=0) or 1
-    height = ROW_HEIGHT * len(rows) + 4
-    width = LABEL_WIDTH + BAR_WIDTH + VALUE_WIDTH
-    parts = [f'<svg role="img" aria-label="{e(title)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
-    for n, (label, values) in enumerate(rows):
-        y = n * ROW_HEIGHT + 2
-        parts.append(f'<text x="0" y="{y + 15}">{e(label)}</text>')
-        x = float(LABEL_WIDTH)
-        for value, colour, name in zip(values, colours, names):
-            if value <= 0:
-                continue
-            w = BAR_WIDTH * value / biggest
-            parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{max(w, 1.0):.1f}" height="{ROW_HEIGHT - 6}" '
-                         f'fill="{colour}"><title>{e(label)}: {e(name)} {value}</title></rect>')
-            x += w
-        parts.append(f'<text x="{x + 6:.1f}" y="{y + 15}">{sum(values)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def bars(rows: Sequence[tuple[str, int]], colour: str, title: str) -> str:
-    return stacked_bars([(label, (value,)) for label, value in rows], (colour,), ("count",), title)
-
-
-def legend(items: Iterable[tuple[str, str]]) -> str:
-    return '<p class="legend">' + "".join(f'<span><i style="background:{colour}"></i>{e(name)}</span>'
-                                          for name, colour in items) + "</p>"
-
-
-def verdict(ok: bool) -> str:
-    return '<span class="ok">holds</span>' if ok else '<span class="fail">FAILS</span>'
-
-
-def figure(value: Any, label: str, ok: bool | None = None) -> str:
-    cls = "" if ok is None else (' class="ok"' if ok else ' class="fail"')
-    return f'<div class="figure"><b{cls}>{e(value)}</b>{e(label)}</div>'
-
-
-# --- sections -------------------------------------------------------------------------------------
-
-def section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{e(title)}</h2>{body}</section>'
-
 
 def outcomes_section(manifest: Mapping[str, Any]) -> str:
     outcomes: Mapping[str, Mapping[str, int]] = manifest.get("outcomes", {})
@@ -356,7 +278,19 @@ def examples_section(summary: RunSummary) -> str:
     return section("examples", "Example retry requests", body)
 
 
-def render_report(figures: RunFigures) -> str:
+def baseline_section(comparison: tuple[Mapping[str, Any], str] | None) -> str:
+    """With ``--baseline``: what changed since the baseline run, and a link to the full comparison page."""
+    if comparison is None:
+        return ""
+    from pipelines.compare import comparison_sections
+
+    document, link = comparison
+    note = (f'<p>Run A (baseline): {e(document["runs"]["a"]["folder"])}; run B: this run. '
+            f'The whole comparison, slot by slot: <a href="{e(link)}">{e(link)}</a>.</p>')
+    return section("baseline", "Since the baseline run", note + comparison_sections(document))
+
+
+def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str] | None = None) -> str:
     manifest = figures.manifest
     meta = f"Outputs: {figures.output_dir} · runner: {manifest.get('runner', '?')}"
     if figures.truth_path:
@@ -378,13 +312,15 @@ def render_report(figures: RunFigures) -> str:
         canonicalization_section(figures),
         economy_section(figures),
         examples_section(figures.summary),
+        baseline_section(comparison),
         "</main></body></html>",
     ]
     return "\n".join(parts) + "\n"
 
 
-def write_report(figures: RunFigures, path: str | Path) -> str:
-    return write_document(render_report(figures).encode("utf-8"), str(path))
+def write_report(figures: RunFigures, path: str | Path,
+                 comparison: tuple[Mapping[str, Any], str] | None = None) -> str:
+    return write_document(render_report(figures, comparison).encode("utf-8"), str(path))
 
 
 PROG = "python -m pipelines.report"
@@ -392,7 +328,31 @@ REPORT_OPTIONS = (
     JobOption("--output", required=True, help="the job's output folder (local, gs://, s3://); it must verify"),
     JobOption("--truth", help="ground-truth file of the simulated producer", existing_file=True),
     JobOption("--html", help="where to write the report (default: OUTPUT/report.html); its folder is created"),
+    JobOption("--baseline", help="an earlier run folder (it must verify): the report adds what changed since it, "
+                                 "and links the comparison (notarius-reprocess compare BASELINE OUTPUT)"),
+    JobOption("--comparison", help="with --baseline: the comparison folder to reuse or write (default: "
+                                   "compare/ beside the report); a folder holding another comparison is refused"),
 )
+
+
+def baseline_comparison(baseline: str, output: str, folder: str) -> tuple[dict, str]:
+    """The comparison of ``baseline`` (A) with ``output`` (B) in ``folder``: reused when the folder holds a
+    committed comparison of exactly these two runs, else written there (an empty or absent folder)."""
+    from pipelines import compare
+    from transforms.files import folder_state, resolved_folder
+
+    wanted = {"a": resolved_folder(baseline), "b": resolved_folder(output)}
+    if folder_state(resolved_folder(folder)) == "not-empty":
+        path = join_path(folder, compare.COMPARE_JSON)
+        problems = compare.comparison_problems(folder)
+        if not problems:
+            with open(path, "rb") as handle:
+                document = orjson.loads(handle.read())
+            if {run: document["runs"][run]["folder"] for run in wanted} == wanted:
+                return document, folder
+        raise SystemExit(f"{PROG}: --comparison {folder!r} holds something other than the comparison of "
+                         f"{baseline} with {output}; name an empty folder")
+    return compare.compare([baseline, output, "--output", folder])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -401,7 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = load_figures(args.output, Path(args.truth) if args.truth else None)
     for line in summary_lines(figures):
         print(line)
-    path = write_report(figures, html)
+    comparison = None
+    if args.baseline:
+        where = args.comparison or join_path(os.path.dirname(os.path.abspath(html)), "compare")
+        document, folder = baseline_comparison(args.baseline, args.output, where)
+        link = os.path.relpath(join_path(folder, "compare.html"), os.path.dirname(os.path.abspath(html)))
+        comparison = (document, link)
+    path = write_report(figures, html, comparison)
     print(f"report: {path}")
     return 0
 

@@ -123,3 +123,40 @@ def test_run2_accepts_the_current_attempts_over_the_earlier_prompts(demo_run):
     assert f"run 2: {after['artifacts_current']} of {after['artifacts_current']} artifacts from the revised prompt" in printed
     html = (root / "report.html").read_text(encoding="utf-8")
     assert '<section id="refresh">' in html and "artifacts from the current prompt" in html
+
+
+def test_demo_ends_with_the_comparison_and_the_report_links_it(demo_run):
+    """The demo's last step sets run 1 beside run 2: the revised family's refreshed slots show as changed
+    records, and run 2's report carries the comparison and a link to its page."""
+    from pipelines import compare
+
+    _, root, printed = demo_run
+    document = orjson.loads((root / "compare" / "compare.json").read_bytes())
+    assert compare.comparison_problems(str(root / "compare")) == []
+    assert document["runs"]["a"]["folder"] == str(root / "run1") and document["runs"]["b"]["folder"] == str(root / "run2")
+    spells = document["by_family"]["spells"]
+    assert spells["changes"]["records_changed"] > 0  # the refreshed slots answered under the revised prompt
+    assert document["total"]["requests_answered"]["passed"] > 0
+    assert f"7/7 compare run 1 with run 2 -> {root / 'compare'}" in printed
+    html = (root / "report.html").read_text()
+    assert 'id="baseline"' in html and 'href="compare/compare.html"' in html
+
+
+def test_report_baseline_reuses_a_matching_comparison_and_refuses_another(demo_run, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, root, _ = demo_run
+    repo = Path(__file__).resolve().parent.parent
+    before = (root / "compare" / "compare.json").read_bytes()
+    done = subprocess.run([sys.executable, "-m", "pipelines.report", "--output", str(root / "run2"), "--html",
+                           str(tmp_path / "r.html"), "--baseline", str(root / "run1"), "--comparison",
+                           str(root / "compare")], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (root / "compare" / "compare.json").read_bytes() == before  # reused, not rewritten
+    assert 'id="baseline"' in (tmp_path / "r.html").read_text()
+    refused = subprocess.run([sys.executable, "-m", "pipelines.report", "--output", str(root / "run1"), "--html",
+                              str(tmp_path / "r2.html"), "--baseline", str(root / "run2"), "--comparison",
+                              str(root / "compare")], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "holds something other than the comparison" in refused.stderr
