@@ -21,12 +21,13 @@ candidate the list's fingerprint from the export index). Requests of other
 families get no line and count as missing in the import.
 
     python -m sample.simulated_batch --requests 'batch/requests-*' \\
-        --transcripts FILE --results-out FILE --truth-out FILE [--seed 7]
+        --transcripts GLOB --results-out FILE --truth-out FILE [--seed 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import random
 import sys
 from pathlib import Path
@@ -136,12 +137,17 @@ def run(pattern: str, transcripts: Sequence[dict], results_out: Path, truth_out:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sample.simulated_batch", description=__doc__.split("\n")[0])
     parser.add_argument("--requests", required=True, help="glob of export-batch's requests-*.jsonl (openai-chat)")
-    parser.add_argument("--transcripts", required=True, type=Path, help="the archive's transcripts (.jsonl[.gz])")
+    parser.add_argument("--transcripts", required=True,
+                        help="glob of the archive's transcript files (.jsonl[.gz]), as every command takes them")
     parser.add_argument("--results-out", required=True, type=Path, help="the batch output file to write")
     parser.add_argument("--truth-out", required=True, type=Path, help="ground truth of the answers")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    read, answered = run(args.requests, list(read_jsonl(args.transcripts)), args.results_out, args.truth_out, args.seed)
+    paths = sorted(glob.glob(args.transcripts))
+    if not paths:
+        raise SystemExit(f"{parser.prog}: --transcripts {args.transcripts!r} matches no files")
+    transcripts = [record for path in paths for record in read_jsonl(path)]
+    read, answered = run(args.requests, transcripts, args.results_out, args.truth_out, args.seed)
     print(f"simulated batch: answered {answered} of {read} requests -> {args.results_out}", file=sys.stderr)
     return 0
 

@@ -66,3 +66,19 @@ def test_the_simulated_batch_writes_openai_result_lines_the_import_reads(tmp_pat
             checked += 1
     assert checked > 0
     assert answerer.answer("npc-occurrences", record["source_id"], record["chunks"][0]["chunk_id"]) is None
+
+
+def test_the_simulated_batch_takes_a_transcripts_glob_like_every_command(tmp_path, capsys):
+    """Copied from the docs with the archive's glob, it runs (it took one file and crashed on a glob)."""
+    import pytest
+
+    from sample import simulated_batch
+
+    with pytest.raises(SystemExit, match="--transcripts '.*nothing-\\*' matches no files"):
+        simulated_batch.main(["--requests", str(tmp_path / "requests-*"), "--transcripts", str(tmp_path / "nothing-*"),
+                              "--results-out", str(tmp_path / "r.jsonl"), "--truth-out", str(tmp_path / "t.jsonl")])
+    (tmp_path / "transcripts-1.jsonl").write_bytes(b"")
+    assert simulated_batch.main(["--requests", str(tmp_path / "requests-*"), "--transcripts",
+                                 str(tmp_path / "transcripts-*"), "--results-out", str(tmp_path / "r.jsonl"),
+                                 "--truth-out", str(tmp_path / "t.jsonl")]) == 0
+    assert "answered 0 of 0 requests" in capsys.readouterr().err
