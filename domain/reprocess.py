@@ -18,12 +18,8 @@ from __future__ import annotations
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from operator import attrgetter
-from typing import Annotated, Any, Iterable, Mapping, Sequence
-
-import msgspec
-import orjson
+from typing import Any, Iterable, Mapping, Sequence
 
 from domain.assets import current_fingerprints
 from domain.batch.prompts import chunk_excerpt, entries_text
@@ -39,8 +35,15 @@ from domain.families.base import (
     fold_name,
 )
 from domain.families.reconciliation import entry_list_changed_issue, entry_list_fingerprint, listed_entries
-from domain.frozen import quick_init
-from domain.records import dead_letter_row, json_error_summary, shown_value
+from domain.intake import (
+    INPUT_CANDIDATES,
+    INPUT_PRIOR_REGISTRIES,
+    INPUT_TRANSCRIPTS,
+    Candidate,
+    admit_candidates,
+    resolve_transcript,
+)
+from domain.records import dead_letter_row
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
 from domain.issues import Correction, Issue, operator_issue_records, render_guidance
 from domain.revision import (
@@ -52,15 +55,9 @@ from domain.revision import (
     next_attempt,
     refresh_due,
 )
-from domain.source import Transcript, TranscriptError, parse_transcript
+from domain.source import Transcript
 
 SCHEMA_VERSION = "v1"
-SOURCE_CHUNK = "*"  # chunk id of source-level families (reconciliations)
-
-INPUT_TRANSCRIPTS = "transcripts"
-INPUT_CANDIDATES = "candidates"
-INPUT_PRIOR_REGISTRIES = "prior_registries"
-
 VERDICT_ACCEPTED = "accepted"
 VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
@@ -110,122 +107,6 @@ def process_source_groups(
     return outputs, result.counts
 
 
-# --- candidate envelope ---------------------------------------------------------------
-
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    candidate_id: str
-    family: str
-    source_id: str
-    chunk_id: str
-    attempt: int
-    producer: Mapping[str, Any]
-    prompt_fingerprint: str
-    schema_fingerprint: str
-    raw_response: str
-    received_at: str
-    line: bytes  # the original record bytes, for dead letters
-    # Reconciliations (SPEC §3.2, §4.1): the fingerprint of the entry list the attempt was shown;
-    # None when the producer did not record one (the attempt is then judged against the current list).
-    input_fingerprint: str | None = None
-
-
-_ENVELOPE_STRINGS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint",
-                     "schema_fingerprint", "raw_response", "received_at")
-
-
-class EnvelopeError(ValueError):
-    pass
-
-
-def parse_candidate(line: bytes) -> Candidate:
-    """Decode and check a raw model-candidate record (SPEC §3.2)."""
-    candidate = _well_formed_candidate(line)
-    if candidate is None:
-        candidate = _parse_candidate_record(line)
-    return candidate
-
-
-# The typed decoding of a well-formed envelope: exactly the SPEC's fields, no dict to check
-# key by key (about half the time of _parse_candidate_record on the bench archive). An
-# accelerator only: whatever it rejects or declines goes through _parse_candidate_record, so
-# outcomes and messages are that function's. Extra fields are refused, not skipped: msgspec
-# skips a value without validating its UTF-8 or its number range, where orjson rejects the
-# line. The attempt is range-checked as it is decoded, so a key written twice whose first
-# value orjson refuses (an int beyond a double) cannot pass unseen.
-class _ProducerRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    provider: str
-    model: str
-
-
-class _EnvelopeRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    candidate_id: str
-    family: str
-    source_id: str
-    chunk_id: str
-    attempt: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPT_NUMBER)]
-    producer: _ProducerRecord
-    prompt_fingerprint: str
-    schema_fingerprint: str
-    raw_response: str
-    received_at: str
-    input_fingerprint: str | None = None  # optional (SPEC §3.2): absent and null are the same
-
-
-_decode_envelope_record = msgspec.json.Decoder(_EnvelopeRecord).decode
-
-
-def _well_formed_candidate(line: bytes) -> Candidate | None:
-    """The candidate when its line decodes as exactly the envelope's typed fields and no
-    identifying field is blank; None otherwise (nothing is reported here)."""
-    try:
-        record = _decode_envelope_record(line)
-    except Exception:  # any failure at all: _parse_candidate_record decides, and names it
-        return None
-    candidate_id, family, source_id, chunk_id = record.candidate_id, record.family, record.source_id, record.chunk_id
-    if not (candidate_id.strip() and family.strip() and source_id.strip() and chunk_id.strip()):
-        return None
-    producer = record.producer
-    return Candidate(
-        candidate_id, family, source_id, chunk_id, record.attempt,
-        {"provider": producer.provider, "model": producer.model}, record.prompt_fingerprint,
-        record.schema_fingerprint, record.raw_response, record.received_at, line, record.input_fingerprint,
-    )
-
-
-def _parse_candidate_record(line: bytes) -> Candidate:
-    """Any candidate line: decoded to plain values and checked key by key, naming the first
-    problem. The outcome every line must have."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise EnvelopeError(f"candidate record is not valid JSON ({json_error_summary(exc)})") from None
-    if not isinstance(record, dict):
-        raise EnvelopeError(f"candidate record is a JSON {type(record).__name__}, expected an object")
-    for key in _ENVELOPE_STRINGS:
-        value = record.get(key)
-        if not isinstance(value, str):
-            raise EnvelopeError(f"candidate field '{key}' is missing or not a string")
-    for key in ("candidate_id", "family", "source_id", "chunk_id"):
-        if not record[key].strip():
-            raise EnvelopeError(f"candidate field '{key}' is blank")
-    attempt = record.get("attempt")
-    if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT_NUMBER:
-        raise EnvelopeError(f"candidate attempt {shown_value(attempt)} is not an integer from 1 to {MAX_ATTEMPT_NUMBER}")
-    producer = record.get("producer")
-    if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
-        raise EnvelopeError("candidate producer must be an object with string 'provider' and 'model'")
-    input_fingerprint = record.get("input_fingerprint")
-    if input_fingerprint is not None and not isinstance(input_fingerprint, str):
-        raise EnvelopeError("candidate field 'input_fingerprint' must be a string or null")
-    return Candidate(
-        record["candidate_id"], record["family"], record["source_id"], record["chunk_id"], attempt,
-        {"provider": producer["provider"], "model": producer["model"]}, record["prompt_fingerprint"],
-        record["schema_fingerprint"], record["raw_response"], record["received_at"], line, input_fingerprint,
-    )
-
-
 # --- the entry point --------------------------------------------------------------------
 
 def process_source(
@@ -244,14 +125,23 @@ def process_source(
     counts: Counter[str] = Counter()
     dead: list[dict] = []
 
-    transcript, reject_reason = _resolve_transcript(source_id, transcript_lines, dead, counts)
+    resolution = resolve_transcript(source_id, transcript_lines)
+    for reason, line in resolution.rejected:
+        _dead(dead, counts, INPUT_TRANSCRIPTS, reason, line)
+    transcript = resolution.transcript
+    if transcript is not None:
+        counts["transcripts_ok"] += 1
     prior_names = _prior_registry_names(source_id, prior_registry_lines, dead, counts)
-    candidates = _admit_candidates(source_id, transcript, reject_reason, candidate_lines, config, dead, counts)
+    admission = admit_candidates(source_id, resolution, candidate_lines, config.families)
+    for reason, line in admission.rejected:
+        _dead(dead, counts, INPUT_CANDIDATES, reason, line)
+    if admission.filtered:
+        counts["filtered"] += admission.filtered
     if transcript is None:
         return SourceResult(dead_letters=tuple(dead), counts=dict(counts))
 
     slots: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
-    for cand in candidates:
+    for cand in admission.admitted:
         slots[(cand.family, cand.chunk_id)].append(cand)
 
     decider = _SlotDecider(transcript, config, counts, prior_names)
@@ -267,92 +157,6 @@ def process_source(
         dead_letters=tuple(dead),
         counts=dict(counts),
     )
-
-
-def _resolve_transcript(
-    source_id: str, lines: Sequence[bytes], dead: list[dict], counts: Counter
-) -> tuple[Transcript | None, str | None]:
-    """The one usable transcript of the source, or None and why not."""
-    if not lines:
-        return None, f"unknown source: no transcript with source_id {source_id!r}"
-    distinct = sorted(set(lines))
-    # Copies are compared by content, not bytes: the same transcript pretty-printed and compact,
-    # or read once from JSON Lines and once from Avro, is one transcript (parsed only when copies differ).
-    if len(distinct) > 1 and len({_content_key(line) for line in distinct}) > 1:
-        for line in sorted(lines):
-            _dead(dead, counts, INPUT_TRANSCRIPTS, f"conflicting transcript records share source_id {source_id!r}", line)
-        return None, f"unknown source: the transcripts for source_id {source_id!r} conflict"
-    kept = distinct[0]  # the smallest bytes: the same choice whatever the arrival order
-    extra = sorted(lines)
-    extra.remove(kept)
-    for line in extra:
-        _dead(dead, counts, INPUT_TRANSCRIPTS,
-              f"duplicate transcript record for source {source_id!r} (a copy with the same content was kept)", line)
-    try:
-        transcript = parse_transcript(kept)
-    except TranscriptError as exc:
-        _dead(dead, counts, INPUT_TRANSCRIPTS, str(exc), kept)
-        return None, f"unknown source: the transcript for source_id {source_id!r} was rejected ({exc})"
-    if transcript.source_id != source_id:
-        _dead(dead, counts, INPUT_TRANSCRIPTS, "transcript source_id does not match its key", kept)
-        return None, f"unknown source: no usable transcript for source_id {source_id!r}"
-    counts["transcripts_ok"] += 1
-    return transcript, None
-
-
-def _content_key(line: bytes) -> bytes:
-    """What a transcript record says, whatever its spacing, key order or source format.
-    A record that does not parse (or does not re-encode) is its own bytes."""
-    try:
-        return b"j" + orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        return b"b" + line
-
-
-def _admit_candidates(
-    source_id: str,
-    transcript: Transcript | None,
-    reject_reason: str | None,
-    lines: Sequence[bytes],
-    config: RunConfig,
-    dead: list[dict],
-    counts: Counter,
-) -> list[Candidate]:
-    """Parse candidate envelopes; dead-letter or filter what cannot be evaluated."""
-    parsed: list[Candidate] = []
-    for line in lines:
-        try:
-            parsed.append(parse_candidate(line))
-        except EnvelopeError as exc:
-            _dead(dead, counts, INPUT_CANDIDATES, str(exc), line)
-
-    # Duplicate candidate ids: keep the record received first (then the smallest bytes).
-    by_id: dict[str, list[Candidate]] = defaultdict(list)
-    for cand in parsed:
-        by_id[cand.candidate_id].append(cand)
-    admitted: list[Candidate] = []
-    for cid in sorted(by_id):
-        group = by_id[cid]
-        if len(group) > 1:  # only duplicates need the arrival order
-            group.sort(key=_arrival_order)
-        for dup in group[1:]:
-            _dead(dead, counts, INPUT_CANDIDATES,
-                  f"duplicate candidate_id {cid!r}: kept the record received first", dup.line)
-        cand = group[0]
-        spec = FAMILIES.get(cand.family)
-        if spec is None:
-            _dead(dead, counts, INPUT_CANDIDATES, f"unknown family {cand.family!r}", cand.line)
-        elif cand.source_id != source_id:
-            _dead(dead, counts, INPUT_CANDIDATES, "candidate source_id does not match its key", cand.line)
-        elif config.families is not None and cand.family not in config.families:
-            counts["filtered"] += 1
-        elif transcript is None:
-            _dead(dead, counts, INPUT_CANDIDATES, reject_reason or "unknown source", cand.line)
-        elif (problem := _chunk_problem(spec, transcript, cand.chunk_id)) is not None:
-            _dead(dead, counts, INPUT_CANDIDATES, problem, cand.line)
-        else:
-            admitted.append(cand)
-    return admitted
 
 
 def _prior_registry_names(
@@ -376,34 +180,6 @@ def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, 
     except RegistryArtifactError as exc:
         return str(exc), "", set()
     return None, kind, set(names)
-
-
-_NO_TIME = datetime.max.replace(tzinfo=timezone.utc)
-
-
-def _arrival_order(cand: Candidate) -> tuple:
-    """Earliest ``received_at`` instant first (RFC 3339 text compared as time, not as text:
-    "12:00:00.5Z" is later than "12:00:00Z"); unreadable times after every readable one;
-    then the text and the bytes, so the choice never depends on arrival order."""
-    try:
-        moment = datetime.fromisoformat(cand.received_at.strip())
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        moment = moment.astimezone(timezone.utc)
-    except (ValueError, OverflowError):
-        moment = _NO_TIME
-    return (moment, cand.received_at, cand.line)
-
-
-def _chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> str | None:
-    if spec.chunk_kind == "source":
-        return None if chunk_id == SOURCE_CHUNK else f"family {spec.key} is source-level: chunk_id must be '*'"
-    chunk = transcript.chunk(chunk_id)
-    if chunk is None:
-        return f"unknown chunk {chunk_id!r} in source {transcript.source_id!r}"
-    if chunk.kind != spec.chunk_kind:
-        return f"chunk {chunk_id!r} is a {chunk.kind} chunk; family {spec.key} reads {spec.chunk_kind} chunks"
-    return None
 
 
 def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:

@@ -17,10 +17,10 @@ import fastavro
 import orjson
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from domain.reprocess import EnvelopeError, parse_candidate
+from domain.intake import EnvelopeError, arrival_order, parse_candidate, resolve_transcript
 from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
 from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_output, is_part_file, relative_path
-from domain.source import Transcript, TranscriptError, parse_transcript
+from domain.source import Transcript
 from transforms.compression import decompressed
 from transforms.files import format_of, list_files, normalized_folder
 from transforms.write import join_path
@@ -133,30 +133,27 @@ def _source_id(line: bytes) -> str | None:
 
 
 def read_transcripts(pattern: str, sources: Iterable[str] | None = None) -> dict[str, Transcript]:
-    """The usable transcript of each source (exactly one distinct record that parses)."""
+    """The usable transcript of each source, resolved as the job resolves it (``domain.intake``:
+    copies with the same content are one transcript; conflicting or malformed records, none)."""
     wanted = None if sources is None else set(sources)
-    lines: dict[str, set[bytes]] = defaultdict(set)
+    lines: dict[str, list[bytes]] = defaultdict(list)
     for line in input_records(pattern):
         source_id = _source_id(line)
         if source_id is not None and (wanted is None or source_id in wanted):
-            lines[source_id].add(line)
+            lines[source_id].append(line)
     transcripts: dict[str, Transcript] = {}
-    for source_id, distinct in sorted(lines.items()):
-        if len(distinct) != 1:
-            continue
-        try:
-            transcript = parse_transcript(next(iter(distinct)))
-        except TranscriptError:
-            continue
-        if transcript.source_id == source_id:
+    for source_id, found in sorted(lines.items()):
+        transcript = resolve_transcript(source_id, found).transcript
+        if transcript is not None:
             transcripts[source_id] = transcript
     return transcripts
 
 
 def read_candidates(pattern: str, candidate_ids: Iterable[str] | None = None) -> dict[str, ArchivedCandidate]:
-    """Archived candidates by id; a duplicated id keeps the record received first, as the job does."""
+    """Archived candidates by id; a duplicated id keeps the record received first, as the job does
+    (``domain.intake.arrival_order``: ``received_at`` compared as an instant, then text, then bytes)."""
     wanted = None if candidate_ids is None else set(candidate_ids)
-    kept: dict[str, tuple[str, bytes, ArchivedCandidate]] = {}
+    kept: dict[str, tuple[tuple, ArchivedCandidate]] = {}
     for line in input_records(pattern):
         try:
             cand = parse_candidate(line)
@@ -164,13 +161,13 @@ def read_candidates(pattern: str, candidate_ids: Iterable[str] | None = None) ->
             continue
         if wanted is not None and cand.candidate_id not in wanted:
             continue
-        key = (cand.received_at, line)
+        order = arrival_order(cand)
         previous = kept.get(cand.candidate_id)
-        if previous is None or key < previous[:2]:
+        if previous is None or order < previous[0]:
             slot = Slot(cand.source_id, cand.chunk_id, cand.family)
-            kept[cand.candidate_id] = (*key, ArchivedCandidate(cand.candidate_id, slot, cand.attempt,
-                                                               cand.raw_response))
-    return {cid: entry[2] for cid, entry in sorted(kept.items())}
+            kept[cand.candidate_id] = (order, ArchivedCandidate(cand.candidate_id, slot, cand.attempt,
+                                                                cand.raw_response))
+    return {cid: entry[1] for cid, entry in sorted(kept.items())}
 
 
 def read_truth(path: Path) -> list[TruthRow]:

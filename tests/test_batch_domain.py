@@ -166,7 +166,8 @@ def test_every_retry_request_is_exported_dead_lettered_or_filtered():
 
 
 def test_requests_without_a_usable_transcript_are_dead_letters():
-    for transcripts, why in (([], "no transcript"), ([TRANSCRIPT, TRANSCRIPT + b" "], "conflict"), ([b"{}"], "rejected")):
+    other = TRANSCRIPT.replace(b'"text":"t"', b'"text":"u"', 1)  # another record with the same source_id
+    for transcripts, why in (([], "no transcript"), ([TRANSCRIPT, other], "conflict"), ([b"{}"], "rejected")):
         rows, dead, _ = export_source("s", transcripts, [retry()], config())
         assert rows == [] and why in dead[0]["reason"]
 

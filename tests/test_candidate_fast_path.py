@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.reprocess import MAX_ATTEMPT_NUMBER, EnvelopeError, _parse_candidate_record, parse_candidate
+from domain.intake import EnvelopeError, _parse_candidate_record, parse_candidate
+from domain.revision import MAX_ATTEMPT_NUMBER
 from test_source_fast_path import ORJSON_REJECTS  # raw values that make orjson reject a whole line
 
 STRING_FIELDS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint", "schema_fingerprint",
@@ -97,7 +98,7 @@ def test_well_formed_envelopes_take_the_typed_path(line):
     expected = outcome(_parse_candidate_record, line)
     if "error" in expected:  # a blank identifying field, which only the general path names
         return
-    with mock.patch("domain.reprocess._parse_candidate_record", side_effect=AssertionError("the general path")):
+    with mock.patch("domain.intake._parse_candidate_record", side_effect=AssertionError("the general path")):
         assert outcome(parse_candidate, line) == expected
 
 

@@ -30,8 +30,9 @@ from domain.families.reconciliation import entry_list_fingerprint, listed_entrie
 from domain.families.registry_family import RegistryRecord
 from domain.manifest import build_manifest
 from domain.registry_artifacts import chunk_registry_records
-from domain.reprocess import (MAX_ATTEMPT_NUMBER, EnvelopeError, RunConfig, _parse_candidate_record, parse_candidate,
-                              process_source)
+from domain.intake import EnvelopeError, _parse_candidate_record, parse_candidate
+from domain.reprocess import RunConfig, process_source
+from domain.revision import MAX_ATTEMPT_NUMBER
 from domain.source import transcript_from_record
 from leak_check import assert_model_safe
 from pipelines.report import entry_list_note

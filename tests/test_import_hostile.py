@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 import fake_provider as fake
 from domain.batch.ledger import LINE_OUTCOMES, UNKNOWN_TIME, ExportedRequest, ImportLedger, parse_index_row
 from domain.batch.providers import PROVIDERS, VERTEX_LABEL
-from domain.reprocess import MAX_ATTEMPT_NUMBER, parse_candidate
+from domain.intake import parse_candidate
+from domain.revision import MAX_ATTEMPT_NUMBER
 from pipelines import batch_import
 
 FP = "sha256:" + "a" * 64

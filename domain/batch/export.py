@@ -32,12 +32,12 @@ from domain.families import FAMILIES
 from domain.families.base import ListedEntry
 from domain.families.reconciliation import listed_entries
 from domain.families.registry_family import RegistryRecord  # what ``listed_entries`` reads
+from domain.intake import INPUT_TRANSCRIPTS, resolve_transcript
 from domain.records import dead_letter_row
 from domain.registry_artifacts import chunk_registry_records
 from domain.revision import REQUEST_KINDS
-from domain.source import Transcript, TranscriptError, parse_transcript
+from domain.source import Transcript
 
-INPUT_TRANSCRIPTS = "transcripts"
 INPUT_RETRY_REQUESTS = "retry_requests"
 INPUT_REGISTRIES = "registries"  # the run's accepted chunk registry artifacts (for reconciliation prompts)
 # Where a run keeps them, relative to its output folder: every chunk registry family's key ends in
@@ -111,7 +111,9 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
     if not chosen:
         return [], dead, dict(counts)
 
-    transcript, problem = _resolve_transcript(source_id, transcript_lines)
+    # The job's resolution (domain.intake): copies that say the same thing are one transcript.
+    resolution = resolve_transcript(source_id, transcript_lines)
+    transcript, problem = resolution.transcript, resolution.unknown_source or ""
     entries: dict[str, tuple[ListedEntry, ...]] = {}
     if transcript is not None:
         entries = {kind: listed_entries(transcript, found) for kind, found in registries.items()}
@@ -177,18 +179,6 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
         "input_fingerprint": prompt.input_fingerprint,
     }
     return {"custom_id": request.request_id, "line": line, "index": index, "raw": raw}
-
-
-def _resolve_transcript(source_id: str, lines: Sequence[bytes]) -> tuple[Transcript | None, str]:
-    distinct = sorted(set(lines))
-    if not distinct:
-        return None, f"unknown source: no transcript with source_id {source_id!r}"
-    if len(distinct) > 1:
-        return None, f"unknown source: the transcripts for source_id {source_id!r} conflict"
-    try:
-        return parse_transcript(distinct[0]), ""
-    except TranscriptError as exc:
-        return None, f"unknown source: the transcript for source_id {source_id!r} was rejected ({exc})"
 
 
 def choose_among_duplicates(custom_id: str, rows: Sequence[dict]) -> tuple[dict, list[dict]]:

@@ -22,6 +22,7 @@ from domain.assets import composed_prompt, load_json_asset
 from domain.families import FAMILIES
 from domain.families.base import ListedEntry
 from domain.families.reconciliation import entry_list_fingerprint, render_entry_list, short_fingerprint
+from domain.intake import chunk_problem
 from domain.revision import KIND_REFRESH, KIND_RETRY
 from domain.source import Chunk, Transcript
 
@@ -116,6 +117,10 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
     spec = FAMILIES.get(request.family)
     if spec is None:
         raise RetryRequestError(f"unknown family {request.family!r}")
+    # The job's chunk admission (domain.intake), in its words: a request is for a chunk a candidate could answer.
+    problem = chunk_problem(spec, transcript, request.chunk_id)
+    if problem is not None:
+        raise RetryRequestError(problem)
     if spec.chunk_kind == "source":
         if not registry_entries:
             raise RetryRequestError(
@@ -133,10 +138,7 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
         excerpt = entries_text(registry_entries)
     else:
         chunk = transcript.chunk(request.chunk_id)
-        if chunk is None:
-            raise RetryRequestError(f"unknown chunk {request.chunk_id!r} in source {request.source_id!r}")
-        if chunk.kind != spec.chunk_kind:
-            raise RetryRequestError(f"chunk {request.chunk_id!r} is a {chunk.kind} chunk; {request.family} needs {spec.chunk_kind}")
+        assert chunk is not None  # admitted above
         excerpt = chunk_excerpt(transcript, chunk)
         input_fingerprint = None
     return ModelPrompt(

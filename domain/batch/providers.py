@@ -32,6 +32,7 @@ import orjson
 
 from domain.batch.prompts import ModelPrompt
 from domain.batch.schemas import anthropic_problems, gemini_problems, openai_strict_problems, provider_schema, to_gemini_schema
+from domain.intake import received_instant
 from domain.records import shown_value
 
 # One id that every provider accepts (OpenAI and Anthropic custom_id, Gemini key).
@@ -136,12 +137,8 @@ def rfc3339_field(record: Mapping[str, Any], field: str) -> tuple[str | None, st
     value = record.get(field)
     if value is None:
         return None, None
-    if isinstance(value, str):
-        try:
-            datetime.fromisoformat(value.strip())  # how the job reads received_at
-            return value, None
-        except ValueError:
-            pass
+    if isinstance(value, str) and received_instant(value) is not None:  # how the job reads received_at
+        return value, None
     return None, f"{field} {shown_value(value)} is not an RFC 3339 time"
 
 
