@@ -5,10 +5,14 @@
 Writes ``DIR/report.html`` (or ``--html``) and prints its path. Static HTML
 with inline CSS and SVG: no script, no network (a Content-Security-Policy
 forbids both), so it opens anywhere. Sections: outcomes per family,
-conservation, stale candidates, top defect categories, retries saved by
-endpoint canonicalization, the retry economy (with ``--truth``) and a few
-retry requests as the model would read them. Every piece of data is
-HTML-escaped. The same run gives the same bytes (no timestamps).
+conservation, stale candidates, the backfill after a prompt revision (with
+``--baseline``: what it answered), top defect categories (with ``--truth``:
+how the injected defect kinds map onto the reason codes), retries saved by
+endpoint canonicalization, the retry economy (with ``--truth``), a few
+retry requests as the model would read them and (with ``--baseline``) what
+changed since the baseline run. Local paths are shown relative to the
+report's folder. Every piece of data is HTML-escaped. The same run gives the
+same bytes (no timestamps).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
 from pipelines.options import JobOption, parse_command
-from pipelines.retry_economy import SIMULATED_VOCABULARY, RunFigures, load_figures, percent, summary_lines
+from pipelines.retry_economy import (SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, RunFigures, load_figures, percent,
+                                     summary_lines)
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("accepted", "#2e7d32", "one canonical artifact"),
@@ -103,8 +108,10 @@ REFRESH_COLUMNS = (  # manifest key, column heading
 )
 
 
-def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
-    """Prompt revisions (SPEC §6.1): what rests on an earlier prompt, the backfill planned, what it changed."""
+def refresh_section(manifest: Mapping[str, Any], output_dir: str,
+                    baseline: Mapping[str, Any] | None = None) -> str:
+    """Prompt revisions (SPEC §6.1): what rests on an earlier prompt, the backfill planned, what it changed; with
+    ``baseline`` (the comparison document of the baseline run with this one), what the backfill answered."""
     refresh = manifest.get("refresh")
     if not refresh:
         return section("refresh", "Backfill after a prompt revision", "<p>This run's manifest has no refresh counts.</p>")
@@ -113,27 +120,36 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
     touched = ("slots_to_refresh", "refresh_requests", "artifacts_stale", "current_over_stale")
     rows = [(family, counts) for family, counts in by_family.items() if any(counts.get(k) for k in touched)]
     accepted = int(refresh.get("artifacts_current", 0)) + int(refresh.get("artifacts_stale", 0))
-    cards = [figure(int(refresh.get("slots_to_refresh", 0)), "slots resting only on an earlier prompt"),
-             figure(int(refresh.get("refresh_requests", 0)), "refresh requests written"),
-             figure(f"{int(refresh.get('excerpt_chars', 0)):,}", "characters of excerpt they send"),
-             figure(f"{int(refresh.get('artifacts_current', 0))} of {accepted}", "artifacts from the current prompt"),
-             figure(int(refresh.get("current_over_stale", 0)), "current answers that replaced an earlier prompt's")]
+    to_refresh, requests = int(refresh.get("slots_to_refresh", 0)), int(refresh.get("refresh_requests", 0))
+    nothing_to_refresh = not to_refresh and not requests
+    cards = [] if nothing_to_refresh else [
+        figure(to_refresh, "slots resting only on an earlier prompt"),
+        figure(requests, "refresh requests written"),
+        figure(f"{int(refresh.get('excerpt_chars', 0)):,}", "characters of excerpt they send")]
+    if baseline is not None:
+        cards += answered_cards(baseline)
+    cards += [figure(f"{int(refresh.get('artifacts_current', 0))} of {accepted}", "artifacts from the current prompt"),
+              figure(int(refresh.get("current_over_stale", 0)), "current answers that replaced an earlier prompt's")]
     body = ("<p>An attempt is current when its prompt and schema fingerprints are those of the installed assets, "
             "stale otherwise. A passing current attempt wins over every passing stale one. A slot with no current "
             "attempt that is neither deferred nor retried is a slot to refresh: with <code>--refresh-stale</code> it "
             "gets one refresh request, the plain current prompt over its chunk, once per revision.</p>")
+    if nothing_to_refresh:
+        body += ("<p><b>Nothing to refresh:</b> no slot rests only on an earlier prompt in this run, so no refresh "
+                 "request was written and no excerpt is sent.</p>")
+    if baseline is not None:
+        body += answered_text(baseline)
     body += '<div class="figures">' + "".join(cards) + "</div>"
     if rows:
         head = "".join(f"<th>{e(title)}</th>" for _, title in REFRESH_COLUMNS)
         table_rows = "".join(f"<tr><td>{e(family)}</td>" + "".join(f"<td>{int(counts.get(k, 0)):,}</td>"
                                                                     for k, _ in REFRESH_COLUMNS) + "</tr>"
                              for family, counts in rows)
-        to_refresh = [(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
+        per_family = [(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
                       if counts.get("slots_to_refresh")]
-        body += ((bars(to_refresh, "#00838f", "slots to refresh per family") if to_refresh else "")
+        body += ((bars(per_family, "#00838f", "slots to refresh per family") if per_family else "")
                  + "<p>Families with attempts under an earlier prompt:</p>"
                  + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{table_rows}</tbody></table>")
-    requests = int(refresh.get("refresh_requests", 0))
     where = f"{output_dir.rstrip('/')}/retry_requests/"
     if requests:
         body += (f"<p>The {requests} refresh requests are rows of <code>{e(where)}</code> with "
@@ -141,9 +157,47 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str) -> str:
                  f"<code>notarius-reprocess export-batch --retry-requests '{e(where)}part-*' --kinds refresh "
                  "--transcripts ... --provider P --model M --output DIR</code>, import the results with "
                  "<code>import-batch</code>, add the candidates to the archive and run the job again.</p>")
-    elif refresh.get("slots_to_refresh") and not refresh.get("refresh_stale"):
+    elif to_refresh and not refresh.get("refresh_stale"):
         body += "<p>No refresh request was written: run the job with <code>--refresh-stale</code> to plan them.</p>"
     return section("refresh", "Backfill after a prompt revision", body)
+
+
+# The request kinds of a comparison's ``requests_answered.by_kind``, in the order the backfill text names them.
+ANSWERED_KINDS = ("refresh", "retry")
+
+
+def _answered(document: Mapping[str, Any], kind: str) -> tuple[int, int, Mapping[str, int]]:
+    """(requests of the baseline run, answered in this run, counts per answer status) of one request kind."""
+    counts = document["total"]["requests_answered"]["by_kind"].get(kind, {})
+    total = sum(int(v) for v in counts.values())
+    return total, total - int(counts.get("unanswered", 0)), counts
+
+
+def answered_cards(document: Mapping[str, Any]) -> list[str]:
+    total, answered, counts = _answered(document, "refresh")
+    if not total:
+        return []
+    return [figure(f"{answered} of {total}", "refresh requests of the baseline run answered in this run"),
+            figure(int(counts.get("passed", 0)), "of those answers passed", answered == int(counts.get("passed", 0)))]
+
+
+def answered_text(document: Mapping[str, Any]) -> str:
+    """What the backfill answered: the baseline run's requests, per kind, as this run evaluated their slots."""
+    parts = []
+    for kind in ANSWERED_KINDS:
+        total, answered, counts = _answered(document, kind)
+        if not total:
+            parts.append(f"no {kind} request")
+            continue
+        text = f"{answered} of {total} {kind} request{'s' if total != 1 else ''} answered"
+        if answered:
+            text += (f" ({int(counts.get('passed', 0))} passed, {int(counts.get('failed_again', 0))} failed again, "
+                     f"{int(counts.get('deferred', 0))} deferred)")
+        parts.append(text)
+    return ("<p><b>What the backfill answered.</b> Of the requests the baseline run wrote (run A, see "
+            '<a href="#baseline">Since the baseline run</a>), this run answered: ' + e("; ".join(parts)) + ". "
+            "A request is answered when this run evaluated an attempt of its slot with the attempt number it asked "
+            "for.</p>")
 
 
 def top(counts: Mapping[str, int], limit: int = TOP_CATEGORIES) -> list[tuple[str, int]]:
@@ -161,8 +215,39 @@ def defects_section(figures: RunFigures) -> str:
         body += ("<h3>From the ground truth (injected defects)</h3>"
                  + (bars(top(blocking), "#c62828", "injected blocking defects") if blocking else "<p>None.</p>")
                  + "<p>Benign injections (the candidate still passes):</p>"
-                 + (bars(top(benign), "#9e9e9e", "injected benign defects") if benign else "<p>None.</p>"))
+                 + (bars(top(benign), "#9e9e9e", "injected benign defects") if benign else "<p>None.</p>")
+                 + vocabulary_note(figures.summary.reason_codes, blocking))
     return section("defects", "Top defect categories", body)
+
+
+VOCABULARY_NOTE = (
+    "The two charts count in different words. The evaluations count the issues the job's validators reported, "
+    "by reason code; the ground truth counts the defects the simulated producer injected, by defect kind. One "
+    "kind is reported under one or more codes: a blank name, for one, is reported per field ({blank}). The "
+    "counts need not match one for one: a defect behind a response that is not JSON, or fails its schema, is "
+    "not reported (it is hidden), and benign kinds are reported under no code. The mapping, with this run's "
+    "counts:")
+
+
+def vocabulary_note(reason_codes: Mapping[str, int], injected: Mapping[str, int]) -> str:
+    """How the ground truth's defect kinds map onto the evaluations' reason codes (``SIMULATED_REASON_CODES``)."""
+    mapping = SIMULATED_REASON_CODES
+    kinds = sorted((k for k in mapping if injected.get(k) or any(reason_codes.get(c) for c in mapping[k])),
+                   key=lambda k: (-int(injected.get(k, 0)), k))
+    rows = "".join(
+        f"<tr><td><code>{e(kind)}</code></td><td>{int(injected.get(kind, 0))}</td><td>"
+        + ", ".join(f"<code>{e(code)}</code> {int(reason_codes.get(code, 0))}" for code in mapping[kind])
+        + f"</td><td>{sum(int(reason_codes.get(code, 0)) for code in mapping[kind])}</td></tr>"
+        for kind in kinds)
+    body = (f'<p class="method">{e(VOCABULARY_NOTE.format(blank=", ".join(mapping.get("blank_name", ()))))}</p>'
+            + ("<table><thead><tr><th>injected defect kind</th><th>injected</th><th>reported as (reason code, "
+               f"issues)</th><th>issues</th></tr></thead><tbody>{rows}</tbody></table>" if rows else ""))
+    mapped = {code for codes in mapping.values() for code in codes}
+    other = sorted(code for code in reason_codes if code not in mapped)
+    if other:
+        body += ('<p class="method">Reason codes no injected kind maps to (the simulated producer does not inject '
+                 "them): " + ", ".join(f"<code>{e(c)}</code> {int(reason_codes[c])}" for c in other) + ".</p>")
+    return body
 
 
 CANONICALIZATION_METHOD = (
@@ -278,23 +363,41 @@ def examples_section(summary: RunSummary) -> str:
     return section("examples", "Example retry requests", body)
 
 
-def baseline_section(comparison: tuple[Mapping[str, Any], str] | None) -> str:
+def baseline_section(comparison: tuple[Mapping[str, Any], str] | None, report_dir: str | None = None) -> str:
     """With ``--baseline``: what changed since the baseline run, and a link to the full comparison page."""
     if comparison is None:
         return ""
     from pipelines.compare import comparison_sections
 
     document, link = comparison
-    note = (f'<p>Run A (baseline): {e(document["runs"]["a"]["folder"])}; run B: this run. '
+    note = (f'<p>Run A (baseline): {e(shown_path(document["runs"]["a"]["folder"], report_dir))}; run B: this run. '
             f'The whole comparison, slot by slot: <a href="{e(link)}">{e(link)}</a>.</p>')
     return section("baseline", "Since the baseline run", note + comparison_sections(document))
 
 
-def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str] | None = None) -> str:
+def shown_path(path: str, report_dir: str | None) -> str:
+    """A local path as the page shows it: relative to the report's folder (``.`` is that folder), so the page
+    reads the same wherever the tree is; a remote path (gs://, s3://), or any path when the report's folder is
+    not known, as given."""
+    if report_dir is None or "://" in path or "://" in report_dir:
+        return path
+    try:
+        return os.path.relpath(os.path.abspath(path), os.path.abspath(report_dir))
+    except ValueError:  # another drive
+        return path
+
+
+def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str] | None = None,
+                  report_dir: str | None = None) -> str:
+    """The page; ``report_dir``: the folder the report is written to (local paths are shown relative to it)."""
     manifest = figures.manifest
-    meta = f"Outputs: {figures.output_dir} · runner: {manifest.get('runner', '?')}"
-    if figures.truth_path:
-        meta += f" · ground truth: {figures.truth_path}"
+    outputs = shown_path(figures.output_dir, report_dir)
+    truth = shown_path(figures.truth_path, report_dir) if figures.truth_path else None
+    meta = f"Outputs: {outputs}{' (this folder)' if outputs == '.' else ''} · runner: {manifest.get('runner', '?')}"
+    if truth is not None:
+        meta += f" · ground truth: {truth}"
+    if outputs != figures.output_dir or (truth is not None and truth != figures.truth_path):
+        meta += " (paths relative to this report's folder)"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -307,12 +410,12 @@ def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str]
         outcomes_section(manifest),
         conservation_section(manifest),
         stale_section(manifest),
-        refresh_section(manifest, figures.output_dir),
+        refresh_section(manifest, figures.output_dir, comparison[0] if comparison is not None else None),
         defects_section(figures),
         canonicalization_section(figures),
         economy_section(figures),
         examples_section(figures.summary),
-        baseline_section(comparison),
+        baseline_section(comparison, report_dir),
         "</main></body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -320,7 +423,12 @@ def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str]
 
 def write_report(figures: RunFigures, path: str | Path,
                  comparison: tuple[Mapping[str, Any], str] | None = None) -> str:
-    return write_document(render_report(figures, comparison).encode("utf-8"), str(path))
+    return write_document(render_report(figures, comparison, report_folder(str(path))).encode("utf-8"), str(path))
+
+
+def report_folder(path: str) -> str:
+    """The folder a report file is written to (``gs://b/run/report.html`` -> ``gs://b/run``)."""
+    return path.rsplit("/", 1)[0] if "://" in path else os.path.dirname(os.path.abspath(path))
 
 
 PROG = "python -m pipelines.report"

@@ -46,7 +46,8 @@ from transforms.write import join_path
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
 from pipelines.verify import require_verified
-from sample.sim_defects import BENIGN_KINDS, DefectKind
+from sample.sim_defects import BENIGN_KINDS, REASON_CODES, DefectKind
+from sample.sim_reconciliation import RECONCILIATION_REASON_CODES
 
 # The simulated producer's defect kinds, as the domain computations need them.
 SIMULATED_VOCABULARY = DefectVocabulary(
@@ -55,6 +56,10 @@ SIMULATED_VOCABULARY = DefectVocabulary(
     unparseable=frozenset({DefectKind.TRUNCATED_JSON}),
     schema=frozenset({DefectKind.UNSUPPORTED_ENUM}),
 )
+# The evaluations' reason codes each blocking kind of the simulated producer is reported under (the ground
+# truth counts defects by kind, the evaluations issues by code; benign kinds have none).
+SIMULATED_REASON_CODES: dict[str, tuple[str, ...]] = {
+    str(kind): codes for kind, codes in (*REASON_CODES.items(), *RECONCILIATION_REASON_CODES.items())}
 DEFAULT_MAX_ATTEMPTS = 3
 
 

@@ -94,6 +94,29 @@ KIND_FAMILIES: dict[DefectKind, tuple[str, ...]] = {
 }
 
 
+# The reason codes the job's validators report for each blocking kind (benign kinds are reported by none):
+# the truth names an injected defect by kind, the evaluations an issue by code. One kind can be reported
+# under several codes: a blank name is reported per field (`blank_name` for registry names and aliases,
+# `blank_spell_name`, `blank_npc_name`, ...). tests/test_simulated_producer.py checks this against the job.
+REASON_CODES: dict[DefectKind, tuple[str, ...]] = {
+    K.SPAN_OUTSIDE_CHUNK: ("span_outside_chunk",),
+    K.UNRESOLVED_UNIT_ID: ("unresolved_unit",),
+    K.BLANK_NAME: ("blank_name", "blank_spell_name", "blank_caster_name", "blank_npc_name", "blank_item_name",
+                   "blank_location_name", "blank_actor_name", "blank_enemy_name"),
+    K.MEMBERSHIP_MISS: ("not_in_registry",),
+    K.DUPLICATE_ENGAGED: ("duplicate_engaged",),
+    K.SPELL_LEVEL_BELOW_BASE: ("below_base_level",),
+    K.RITUAL_ON_NON_RITUAL: ("not_a_ritual",),
+    K.DUPLICATE_REGISTRY_NAME: ("duplicate_name",),
+    K.ATTACK_WITHOUT_TARGET: ("attack_without_target",),
+    K.MISSING_HOLDER: ("holder_required",),
+    K.SCENE_RANGE_MISMATCH: ("range_mismatch", "unit_outside_scene"),
+    K.SCENE_REVERSED_RANGE: ("reversed_range",),
+    K.EXTRA_SCENE: ("several_scenes",),
+    K.UNSUPPORTED_ENUM: ("schema_enum",),
+    K.TRUNCATED_JSON: ("invalid_json",),
+}
+
 @dataclass(frozen=True, slots=True)
 class DefectRates:
     """Per-candidate injection probabilities (first attempts; see module doc)."""

@@ -55,6 +55,8 @@ BYTE_LEVEL = (DefectKind.UTF8_BOM, DefectKind.CRLF_WHITESPACE, DefectKind.NON_BM
               DefectKind.STALE_PROMPT_FINGERPRINT, DefectKind.TRUNCATED_JSON)
 BLOCKING = frozenset({*SEMANTIC, DefectKind.TRUNCATED_JSON})
 
+# The reason code the job reports for each proposal defect (as `sample.sim_defects.REASON_CODES`).
+RECONCILIATION_REASON_CODES: dict[ReconciliationDefect, tuple[str, ...]] = {kind: (kind.value,) for kind in R}
 
 @dataclass(frozen=True, slots=True)
 class ReconciliationRates:

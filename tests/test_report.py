@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -12,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from domain.compare import comparison_document, rows_block
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
@@ -99,6 +101,120 @@ def test_examples_prefer_long_requests_one_per_family(run):
                 for n, f in enumerate(["a", "a", "b", "c", "d"])]
     chosen = summarize_run(lambda: (), lambda: requests).examples
     assert [r["family"] for r in chosen] == ["d", "c", "b"]
+
+
+
+def section_of(html: str, anchor: str) -> str:
+    start = html.index(f'<section id="{anchor}">')
+    return html[start:html.index("</section>", start)]
+
+
+def test_a_run_with_nothing_to_refresh_says_so_instead_of_zero_cards(run):
+    """Run 2 of the demo: nothing rests on an earlier prompt; three "0" cards read as "nothing happened"."""
+    refresh = section_of(report.render_report(figures_of(run)), "refresh")
+    assert "no slot rests only on an earlier prompt in this run" in refresh
+    for label in ("slots resting only on an earlier prompt", "refresh requests written",
+                  "characters of excerpt they send"):
+        assert label not in refresh
+    assert "7 of 7</b>artifacts from the current prompt" in refresh
+
+
+def test_a_run_with_slots_to_refresh_keeps_its_cards(run):
+    figures = figures_of(run)
+    manifest = {**figures.manifest, "refresh": {**figures.manifest["refresh"], "slots_to_refresh": 3,
+                                                "refresh_requests": 3, "excerpt_chars": 1200, "refresh_stale": True}}
+    refresh = section_of(report.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
+    assert "<b>3</b>slots resting only on an earlier prompt" in refresh and "<b>1,200</b>" in refresh
+    assert "no slot rests only on an earlier prompt" not in refresh
+
+
+def comparison_of(answers: dict[tuple[str, str, str], int]) -> dict:
+    """A comparison document whose run A's requests were answered in B as ``answers`` says:
+    (family, request kind, answer status) -> requests."""
+    tallies = {("answer", *key): n for key, n in answers.items()}
+    listed = {run: {"evaluations": 0, "retry_requests": 0, "artifacts": 0} for run in ("a", "b")}
+    return comparison_document(tallies, families=sorted({family for family, _, _ in answers}),
+                               runs={"a": {"folder": "out/run1"}, "b": {"folder": "out/run2"}},
+                               rows=rows_block(listed, {}))
+
+
+def test_with_a_baseline_the_backfill_section_says_what_the_backfill_answered(run):
+    document = comparison_of({("spells", "refresh", "passed"): 117, ("spells", "refresh", "failed_again"): 1,
+                              ("spells", "refresh", "unanswered"): 1, ("npc-registry", "retry", "passed"): 2,
+                              ("combat-turns", "retry", "unanswered"): 41})
+    html = report.render_report(figures_of(run), (document, "compare/compare.html"))
+    refresh = section_of(html, "refresh")
+    assert ("this run answered: 118 of 119 refresh requests answered (117 passed, 1 failed again, 0 deferred); "
+            "2 of 43 retry requests answered (2 passed, 0 failed again, 0 deferred).") in refresh
+    assert "<b>118 of 119</b>refresh requests of the baseline run answered in this run" in refresh
+    assert '<b class="fail">117</b>of those answers passed' in refresh
+    assert "no slot rests only on an earlier prompt in this run" in refresh  # this run wrote none itself
+    # Without a baseline, nothing is said about one.
+    assert "What the backfill answered" not in section_of(report.render_report(figures_of(run)), "refresh")
+
+
+def test_a_baseline_that_wrote_no_refresh_request_says_so(run):
+    document = comparison_of({("spells", "retry", "unanswered"): 5})
+    refresh = section_of(report.render_report(figures_of(run), (document, "c.html")), "refresh")
+    assert "this run answered: no refresh request; 0 of 5 retry requests answered." in refresh
+    assert "refresh requests of the baseline run answered" not in refresh
+
+
+def test_the_defect_charts_say_how_their_vocabularies_map(run):
+    """Reason codes (evaluations) against injected kinds (truth): one kind, several codes, said and shown."""
+    defects = section_of(report.render_report(figures_of(run)), "defects")
+    assert "The two charts count in different words" in defects
+    # The hand run's truth injects 4 blank names; one hides behind truncated JSON, so 3 issues report them.
+    assert ("<tr><td><code>blank_name</code></td><td>4</td><td><code>blank_name</code> 3, "
+            "<code>blank_spell_name</code> 0, <code>blank_caster_name</code> 0, <code>blank_npc_name</code> 0, "
+            "<code>blank_item_name</code> 0, <code>blank_location_name</code> 0, <code>blank_actor_name</code> 0, "
+            "<code>blank_enemy_name</code> 0</td><td>3</td></tr>") in defects
+    assert "<tr><td><code>truncated_json</code></td><td>1</td><td><code>invalid_json</code> 1</td><td>1</td></tr>" \
+        in defects
+    assert "<tr><td><code>duplicate_engaged</code></td><td>1</td><td><code>duplicate_engaged</code> 1</td>" in defects
+    # Without the truth there is one chart, and nothing to map.
+    assert "count in different words" not in section_of(
+        report.render_report(figures_of(run, truth=False)), "defects")
+
+
+def test_the_mapping_covers_every_blocking_kind_of_the_simulated_producer():
+    from sample.sim_defects import BLOCKING_KINDS
+    from sample.sim_reconciliation import ReconciliationDefect
+
+    mapping = economy_cli.SIMULATED_REASON_CODES
+    assert set(mapping) == {str(k) for k in (*BLOCKING_KINDS, *ReconciliationDefect)}
+    assert not set(mapping) & {str(k) for k in economy_cli.SIMULATED_VOCABULARY.benign}
+    assert len(mapping["blank_name"]) == 8 and all(c.startswith("blank_") for c in mapping["blank_name"])
+
+
+def test_a_reason_code_no_kind_maps_to_is_named(run):
+    figures = figures_of(run)
+    summary = dataclasses.replace(figures.summary, reason_codes={**figures.summary.reason_codes, "round_below_one": 2})
+    defects = section_of(report.render_report(dataclasses.replace(figures, summary=summary)), "defects")
+    assert "the simulated producer does not inject them): <code>round_below_one</code> 2." in defects
+
+
+def test_the_header_shows_paths_relative_to_the_report(run, tmp_path):
+    figures = dataclasses.replace(figures_of(run), output_dir=str(tmp_path / "demo" / "run2"),
+                                  truth_path=str(tmp_path / "demo" / "backfill" / "ground-truth.jsonl"))
+    written = report.write_report(figures, tmp_path / "demo" / "report.html")
+    meta = Path(written).read_text(encoding="utf-8").split('<p class="meta">', 1)[1].split("</p>", 1)[0]
+    assert meta.startswith("Outputs: run2 · runner: hand · ground truth: backfill/ground-truth.jsonl")
+    assert str(tmp_path) not in meta
+    # A report inside the run's folder; a remote run stays as given.
+    html = report.render_report(figures, report_dir=str(tmp_path / "demo" / "run2"))
+    assert "Outputs: . (this folder)" in html and "ground truth: ../backfill/ground-truth.jsonl" in html
+    remote = dataclasses.replace(figures, output_dir="gs://bucket/runs/run2")
+    assert "Outputs: gs://bucket/runs/run2 ·" in report.render_report(remote, report_dir=str(tmp_path))
+
+
+def test_shown_path():
+    assert report.shown_path("/a/b/run2", "/a/b") == "run2"
+    assert report.shown_path("/a/archive/t.jsonl", "/a/b") == "../archive/t.jsonl"
+    assert report.shown_path("s3://bucket/run", "/a/b") == "s3://bucket/run"
+    assert report.shown_path("/a/b/run2", "gs://bucket/x") == "/a/b/run2"
+    assert report.shown_path("/a/b/run2", None) == "/a/b/run2"
+    assert report.report_folder("gs://bucket/x/report.html") == "gs://bucket/x"
 
 
 # --- the commands, over files ------------------------------------------------------------------

@@ -712,6 +712,44 @@ def test_more_sources_than_inputs_need_transcripts_out(tmp_path):
                  fingerprints=fake_fingerprints)
 
 
+
+# ------------------------------------------------------------------ defect kinds against the job's reason codes
+
+def test_each_injected_kind_is_reported_under_the_reason_codes_it_maps_to(tmp_path):
+    """`sample.sim_defects.REASON_CODES` (and the reconciliation ones), which the report shows under its two
+    defect charts, against the job itself: an evaluation reports only codes its attempt's injected kinds map
+    to, and every injected kind that is not hidden is reported under one of its codes."""
+    from domain.reprocess import RunConfig, process_source
+    from pipelines.retry_economy import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
+    from domain.retry_economy import TruthDefect
+
+    rates = ["multiple_defects=0.3", "unknown_label=0.3", "unassigned_entry=0.3",
+             "entry_in_several_entities=0.3", "name_conflict=0.3", "extra_scene=0.2",
+             "scene_range_mismatch=0.2", "scene_reversed_range=0.2"]
+    out = tmp_path / "run"
+    out.mkdir()
+    assert sim.main(["--transcripts", str(SAMPLE), "--seed", "5", "--reconciliations",
+                     "--candidates-out", str(out / "c.jsonl"), "--truth-out", str(out / "t.jsonl"),
+                     *[a for r in rates for a in ("--defect-rate", r)]]) == 0
+    truth = {t["candidate_id"]: t for t in read_jsonl(out / "t.jsonl")}
+    lines = defaultdict(list)
+    for line in iter_lines(read_bytes(out / "c.jsonl")):
+        lines[orjson.loads(line)["source_id"]].append(line)
+    transcripts = {r["source_id"]: orjson.dumps(r) for r in read_jsonl(SAMPLE)}
+    reported, unexplained = Counter(), []
+    for source_id, candidate_lines in lines.items():
+        result = process_source(source_id, [transcripts[source_id]], candidate_lines, RunConfig())
+        for row in result.evaluations:
+            codes = {issue["reason_code"] for issue in row["issues"]}
+            defects = truth[row["candidate_id"]]["defects"]
+            allowed = {c for d in defects for c in SIMULATED_REASON_CODES.get(d["kind"], ())}
+            unexplained += [(code, [d["kind"] for d in defects]) for code in codes - allowed]
+            seen = SIMULATED_VOCABULARY.detectable([TruthDefect(d["kind"], None, None) for d in defects])
+            reported.update(d.kind for d in seen if codes & set(SIMULATED_REASON_CODES[d.kind]))
+    assert unexplained == []
+    assert set(reported) == set(SIMULATED_REASON_CODES), set(SIMULATED_REASON_CODES) - set(reported)
+
+
 # ------------------------------------------------------------------ odd text in a tiny transcript
 
 def tiny_transcript(path: Path, seed_text: str) -> Path:
