@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
 
+from domain import counters
 from domain.families import FAMILIES
 from domain.revision import KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.run_integrity import ARTIFACTS, ManifestError, listed_files, output_of
@@ -448,8 +449,8 @@ def rows_block(listed: Mapping[str, Mapping[str, int]], read_counts: Mapping[str
         block[run] = {}
         for output in COMPARED_OUTPUTS:
             name = input_name(run, output)
-            unreadable = int(read_counts.get(f"dead_letters/{name}", 0))
-            read = int(read_counts.get(f"{name}_in", 0)) - unreadable
+            unreadable = int(read_counts.get(counters.dead_letters(name), 0))
+            read = int(read_counts.get(counters.records_in(name), 0)) - unreadable
             want = int(listed[run][output])
             block[run][output] = {"listed": want, "read": read, "unreadable": unreadable}
             holds = holds and read == want and not unreadable

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from domain import counters as c
 from domain.assets import current_fingerprints
+from domain.counters import OUTCOMES, REVISION_COUNTS
 from domain.families import FAMILIES
-from domain.records import unreadable_files
-
-OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
+from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS
 
 
 def current_asset_fingerprints() -> dict[str, dict[str, str]]:
@@ -24,20 +24,23 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
         return int(counts.get(name, 0))
 
     outcomes = {
-        family: {outcome: n(f"outcome/{family}/{outcome}") for outcome in OUTCOMES} for family in sorted(FAMILIES)
+        family: {outcome: n(c.outcome(family, outcome)) for outcome in OUTCOMES} for family in sorted(FAMILIES)
     }
     # Normalization-invariant failures (SPEC §4.2): our bugs, for operators; never a producer retry.
-    invariant_failures = {family: n(f"invariant_failures/{family}") for family in sorted(FAMILIES)}
+    invariant_failures = {family: n(c.invariant_failures(family)) for family in sorted(FAMILIES)}
     # What endpoint ordering saved (SPEC §5 step 3), recorded so no reader has to re-evaluate.
-    saved_retries = {family: n(f"reordering_saved_retries/{family}") for family in sorted(FAMILIES)}
-    saved_deferrals = {family: n(f"reordering_saved_deferrals/{family}") for family in sorted(FAMILIES)}
-    candidates_in, evaluations = n("candidates_in"), n("evaluations")
-    candidate_dead, filtered = n("dead_letters/candidates"), n("filtered")
-    transcripts_in, transcripts_ok, transcript_dead = n("transcripts_in"), n("transcripts_ok"), n("dead_letters/transcripts")
+    saved_retries = {family: n(c.reordering_saved_retries(family)) for family in sorted(FAMILIES)}
+    saved_deferrals = {family: n(c.reordering_saved_deferrals(family)) for family in sorted(FAMILIES)}
+    candidates_in, evaluations = n(c.records_in(INPUT_CANDIDATES)), n(c.EVALUATIONS)
+    candidate_dead, filtered = n(c.dead_letters(INPUT_CANDIDATES)), n(c.FILTERED)
+    transcripts_in, transcripts_ok = n(c.records_in(INPUT_TRANSCRIPTS)), n(c.TRANSCRIPTS_OK)
+    transcript_dead = n(c.dead_letters(INPUT_TRANSCRIPTS))
+    prior_in, prior_valid = n(c.records_in(INPUT_PRIOR_REGISTRIES)), n(c.PRIOR_REGISTRIES_VALID)
+    prior_dead = n(c.dead_letters(INPUT_PRIOR_REGISTRIES))
     # Files that could not be read to their end (corrupt compression, a truncated or unreadable
     # Avro block): how many records their damaged part held is unknown, so conservation over
     # that input cannot be proved and is not claimed.
-    unreadable = unreadable_files(counts)
+    unreadable = c.unreadable_files(counts)
     unreadable_block = {
         "count": sum(len(paths) for paths in unreadable.values()),
         "by_input": {name: len(paths) for name, paths in unreadable.items()},
@@ -46,14 +49,15 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
         # Which conservation blocks cannot be proved (their "holds" is false because of these files).
         "conservation_not_provable_for": sorted(unreadable),
     }
-    candidates_provable = not unreadable.get("candidates")
-    transcripts_provable = not unreadable.get("transcripts")
+    candidates_provable = not unreadable.get(INPUT_CANDIDATES)
+    transcripts_provable = not unreadable.get(INPUT_TRANSCRIPTS)
     refresh = refresh_block(counts, enabled=bool(options.get("refresh_stale")))
     return {
         "inputs": {
             "transcripts": transcripts_in,
             "candidates": candidates_in,
-            "blank_lines_skipped": {"transcripts": n("blank_lines/transcripts"), "candidates": n("blank_lines/candidates")},
+            "blank_lines_skipped": {"transcripts": n(c.blank_lines(INPUT_TRANSCRIPTS)),
+                                    "candidates": n(c.blank_lines(INPUT_CANDIDATES))},
         },
         "outcomes": outcomes,
         "totals": {outcome: sum(f[outcome] for f in outcomes.values()) for outcome in OUTCOMES},
@@ -63,7 +67,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             # Refresh requests are rows of retry_requests/ too (kind "refresh"), beside the retries.
             "refresh_requests": refresh["refresh_requests"],
             "evaluations": evaluations,
-            "dead_letters": candidate_dead + transcript_dead + n("dead_letters/prior_registries"),
+            "dead_letters": candidate_dead + transcript_dead + prior_dead,
         },
         "invariant_failures": {"by_family": invariant_failures, "total": sum(invariant_failures.values())},
         "endpoint_ordering": {
@@ -85,24 +89,16 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
         },
         "unreadable_files": unreadable_block,
         "prior_registry_conservation": {
-            "prior_registries_in": n("prior_registries_in"),
-            "valid": n("prior_registries_valid"),
-            "dead_letters": n("dead_letters/prior_registries"),
-            "holds": (not unreadable.get("prior_registries")
-                      and n("prior_registries_in") == n("prior_registries_valid") + n("dead_letters/prior_registries")),
+            "prior_registries_in": prior_in,
+            "valid": prior_valid,
+            "dead_letters": prior_dead,
+            "holds": not unreadable.get(INPUT_PRIOR_REGISTRIES) and prior_in == prior_valid + prior_dead,
         },
         "refresh": refresh,
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),
         "runner": runner,
     }
-
-
-# Prompt-revision counters (count key ``revision/<family>/<counter>``), each with its name in the manifest.
-REVISION_COUNTS = (("refresh_due", "slots_to_refresh"), ("refresh", "refresh_requests"),
-                   ("refresh_excerpt_chars", "excerpt_chars"), ("accepted_current", "artifacts_current"),
-                   ("accepted_stale", "artifacts_stale"), ("current_over_stale", "current_over_stale"),
-                   ("entry_list_changed", "entry_list_changed"), ("entry_list_waiting", "entry_list_slots_waiting"))
 
 
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
@@ -123,7 +119,7 @@ def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
       list: their one outcome is ``deferred`` (counted there too); each is a slot to refresh unless
       its highest attempt is ``MAX_ATTEMPT_NUMBER``.
     """
-    by_family = {family: {name: int(counts.get(f"revision/{family}/{counter}", 0)) for counter, name in REVISION_COUNTS}
+    by_family = {family: {name: int(counts.get(c.revision(family, counter), 0)) for counter, name in REVISION_COUNTS}
                  for family in sorted(FAMILIES)}
     totals = {name: sum(f[name] for f in by_family.values()) for _, name in REVISION_COUNTS}
     return {"refresh_stale": enabled, **totals, "by_family": by_family}

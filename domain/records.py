@@ -33,23 +33,3 @@ def dead_letter_row(input_name: str, reason: str, payload: bytes) -> dict:
     except UnicodeDecodeError:
         text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
     return {"input": input_name, "reason": reason, "payload": text, "payload_encoding": encoding}
-
-
-# Count key of an input file that could not be read to its end: "unreadable_file/<input>/<path>".
-# The reading step emits it; the manifest lists those files (records may be missing from them).
-UNREADABLE_FILE = "unreadable_file"
-
-
-def unreadable_file_key(input_name: str, path: str) -> str:
-    return f"{UNREADABLE_FILE}/{input_name}/{path}"
-
-
-def unreadable_files(counts: dict) -> dict[str, list[str]]:
-    """Input name -> sorted paths of the files that could not be read to their end."""
-    found: dict[str, list[str]] = {}
-    prefix = UNREADABLE_FILE + "/"
-    for key in counts:
-        if key.startswith(prefix):
-            input_name, _, path = key[len(prefix):].partition("/")
-            found.setdefault(input_name, []).append(path)
-    return {name: sorted(paths) for name, paths in sorted(found.items())}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Iterable, Mapping, Sequence
 
+from domain import counters
 from domain.assets import current_fingerprints
 from domain.batch.prompts import chunk_excerpt, entries_text
 from domain.evaluate import CandidateResult, duplicate_artifact_ids, evaluate_response, is_invariant_issue
@@ -63,8 +64,6 @@ VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
 VERDICT_DEFERRED = "deferred"
 
-OUTCOMES = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -84,12 +83,6 @@ class SourceResult:
     evaluations: tuple[dict, ...] = ()
     dead_letters: tuple[dict, ...] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
-
-
-# --- dead letters and counters (shared with the reading step) ----------------------------
-
-def count_key(*parts: str) -> str:
-    return "/".join(parts)
 
 
 OUTPUT_TAGS = ("artifacts", "retry_requests", "evaluations", "dead_letters")
@@ -130,13 +123,13 @@ def process_source(
         _dead(dead, counts, INPUT_TRANSCRIPTS, reason, line)
     transcript = resolution.transcript
     if transcript is not None:
-        counts["transcripts_ok"] += 1
+        counts[counters.TRANSCRIPTS_OK] += 1
     prior_names = _prior_registry_names(source_id, prior_registry_lines, dead, counts)
     admission = admit_candidates(source_id, resolution, candidate_lines, config.families)
     for reason, line in admission.rejected:
         _dead(dead, counts, INPUT_CANDIDATES, reason, line)
     if admission.filtered:
-        counts["filtered"] += admission.filtered
+        counts[counters.FILTERED] += admission.filtered
     if transcript is None:
         return SourceResult(dead_letters=tuple(dead), counts=dict(counts))
 
@@ -170,7 +163,7 @@ def _prior_registry_names(
             _dead(dead, counts, INPUT_PRIOR_REGISTRIES, problem, line)
             continue
         names[kind].update(found)
-        counts["prior_registries_valid"] += 1
+        counts[counters.PRIOR_REGISTRIES_VALID] += 1
     return {kind: frozenset(found) for kind, found in names.items()}
 
 
@@ -184,7 +177,7 @@ def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, 
 
 def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:
     dead.append(dead_letter_row(input_name, reason, line))
-    counts[count_key("dead_letters", input_name)] += 1
+    counts[counters.dead_letters(input_name)] += 1
 
 
 # --- slot decisions ------------------------------------------------------------------------
@@ -232,16 +225,16 @@ class _SlotDecider:
         attempts = sorted(attempts, key=_attempt_order)
         prompt_fp, schema_fp = current_fingerprints(spec.key)
         current = [is_current(c.prompt_fingerprint, c.schema_fingerprint, (prompt_fp, schema_fp)) for c in attempts]
-        self.counts["evaluations"] += len(attempts)
+        self.counts[counters.EVALUATIONS] += len(attempts)
         stale = current.count(False)
         if stale:
-            self.counts[count_key("outcome", spec.key, "stale")] += stale
+            self.counts[counters.outcome(spec.key, "stale")] += stale
 
         ctx = self._context(spec, chunk_id)
         if ctx is None:  # a prerequisite registry is missing: nothing can be checked yet
             for cand in attempts:
                 self._evaluation(cand, VERDICT_DEFERRED, ())
-            self.counts[count_key("outcome", spec.key, "deferred")] += 1
+            self.counts[counters.outcome(spec.key, "deferred")] += 1
             return
 
         # A reconciliation is pinned to the entry list it was shown (SPEC §4.1): an attempt made for
@@ -252,7 +245,7 @@ class _SlotDecider:
             list_fp = entry_list_fingerprint(ctx.registry_entries or ())
             judged = [c for c in attempts if c.input_fingerprint is None or c.input_fingerprint == list_fp]
             if len(judged) < len(attempts):
-                self.counts[count_key("revision", spec.key, "entry_list_changed")] += len(attempts) - len(judged)
+                self.counts[counters.revision(spec.key, "entry_list_changed")] += len(attempts) - len(judged)
                 if not judged:
                     self._wait_for_current_list(spec, chunk_id, ctx, attempts, list_fp, prompt_fp, schema_fp)
                     return
@@ -270,13 +263,13 @@ class _SlotDecider:
             # Invariant failures are our bugs: counted for operators, never shown to a producer.
             invariant_failures = sum(map(is_invariant_issue, result.issues))
             if invariant_failures:
-                self.counts[count_key("invariant_failures", spec.key)] += invariant_failures
+                self.counts[counters.invariant_failures(spec.key)] += invariant_failures
             if accepted is not None and cand is accepted[0]:
                 verdict = VERDICT_ACCEPTED
                 accepted_row = len(self.evaluations)
             elif result.passed:
                 verdict = VERDICT_SUPERSEDED
-                self.counts[count_key("outcome", spec.key, "superseded")] += 1
+                self.counts[counters.outcome(spec.key, "superseded")] += 1
             else:
                 verdict = VERDICT_REJECTED
             self._evaluation(cand, verdict, result.issues, result.endpoints_reordered)
@@ -289,14 +282,14 @@ class _SlotDecider:
         attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
         retried = False
         if accepted is not None:
-            self.counts[count_key("outcome", spec.key, "accepted")] += 1
+            self.counts[counters.outcome(spec.key, "accepted")] += 1
             # A passing attempt with no reordered range passes without endpoint ordering too.
             survives = any(r.passed and not r.endpoints_reordered for _, r in results)
             self.accepted_survival.append((spec, survives))
-            self.counts[count_key("revision", spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
+            self.counts[counters.revision(spec.key, "accepted_current" if current[chosen] else "accepted_stale")] += 1
             if chosen and current[chosen] and any(r.passed and not fresh for (_, r), fresh in zip(results[:chosen], current)):
                 # An earlier passing stale attempt would have won before SPEC §6.1.
-                self.counts[count_key("revision", spec.key, "current_over_stale")] += 1
+                self.counts[counters.revision(spec.key, "current_over_stale")] += 1
             self._accept(spec, chunk_id, *accepted)
             self.artifact_rows.append((spec.key, accepted_row))
         else:
@@ -304,14 +297,14 @@ class _SlotDecider:
             latest, latest_result = results[-1]
             if attempts[-1].attempt < self.config.max_attempts and not attempts_spent:
                 retried = True
-                self.counts[count_key("outcome", spec.key, "retry")] += 1
+                self.counts[counters.outcome(spec.key, "retry")] += 1
                 self.retry_requests.append(self._retry_request(spec, chunk_id, latest, latest_result,
                                                                attempts[-1].attempt + 1, prompt_fp, schema_fp, list_fp))
             else:
-                self.counts[count_key("outcome", spec.key, "exhausted")] += 1
+                self.counts[counters.outcome(spec.key, "exhausted")] += 1
         if refresh_due(has_current=any(current), deferred=False, retried=retried,
                        attempts_spent=attempts_spent):
-            self.counts[count_key("revision", spec.key, "refresh_due")] += 1
+            self.counts[counters.revision(spec.key, "refresh_due")] += 1
             if self.config.refresh_stale:
                 replaced = accepted[0] if accepted is not None else results[-1][0]
                 self._refresh(spec, chunk_id, ctx, replaced, attempts, prompt_fp, schema_fp, list_fp)
@@ -339,19 +332,19 @@ class _SlotDecider:
             assert cand.input_fingerprint is not None
             self._evaluation(cand, VERDICT_DEFERRED,
                              (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),))
-        self.counts[count_key("outcome", spec.key, "deferred")] += 1
-        self.counts[count_key("revision", spec.key, "entry_list_waiting")] += 1
+        self.counts[counters.outcome(spec.key, "deferred")] += 1
+        self.counts[counters.revision(spec.key, "entry_list_waiting")] += 1
         if attempts[-1].attempt >= MAX_ATTEMPT_NUMBER:
             return
-        self.counts[count_key("revision", spec.key, "refresh_due")] += 1
+        self.counts[counters.revision(spec.key, "refresh_due")] += 1
         if self.config.refresh_stale:
             self._refresh(spec, chunk_id, ctx, attempts[-1], attempts, prompt_fp, schema_fp, list_fp)
 
     def _refresh(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext, replaced: Candidate,
                  attempts: list[Candidate], prompt_fp: str, schema_fp: str, list_fp: str | None) -> None:
         excerpt_chars = len(self._excerpt(spec, chunk_id, ctx))
-        self.counts[count_key("revision", spec.key, "refresh")] += 1
-        self.counts[count_key("revision", spec.key, "refresh_excerpt_chars")] += excerpt_chars
+        self.counts[counters.revision(spec.key, "refresh")] += 1
+        self.counts[counters.revision(spec.key, "refresh_excerpt_chars")] += excerpt_chars
         self.retry_requests.append(self._refresh_request(
             spec, chunk_id, replaced, next_attempt([c.attempt for c in attempts]), prompt_fp, schema_fp, list_fp))
 
@@ -391,7 +384,7 @@ class _SlotDecider:
         for position, issue in duplicate_artifact_ids([a["artifact_id"] for a in self.artifacts]):
             family, row = self.artifact_rows[position]
             self.evaluations[row]["issues"].append(issue.as_record())
-            self.counts[count_key("invariant_failures", family)] += 1
+            self.counts[counters.invariant_failures(family)] += 1
 
     def count_reordering_savings(self) -> None:
         """What endpoint ordering saved in this source, for the manifest (SPEC §5 step 3).
@@ -407,10 +400,10 @@ class _SlotDecider:
                            if survives and spec.role == ROLE_REGISTRY}
         for spec, survives in self.accepted_survival:
             if not survives:
-                self.counts[count_key("reordering_saved_retries", spec.key)] += 1
+                self.counts[counters.reordering_saved_retries(spec.key)] += 1
             elif ((spec.needs_registry or spec.role == ROLE_RECONCILIATION)
                   and spec.registry_kind not in surviving_kinds):
-                self.counts[count_key("reordering_saved_deferrals", spec.key)] += 1
+                self.counts[counters.reordering_saved_deferrals(spec.key)] += 1
 
     def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue], endpoints_reordered: int = 0) -> None:
         self.evaluations.append({

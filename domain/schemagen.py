@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
+from domain.revision import REQUEST_KINDS
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
@@ -313,7 +314,6 @@ def generated_output_schemas() -> dict[str, bytes]:
 
 REQUEST_SCHEMA_JSON = "outputs/retry_request.v1.json"
 REQUEST_SCHEMA_AVRO = "outputs/retry_request.v1.avsc"
-REQUEST_KINDS = ("retry", "refresh")  # = domain.revision.REQUEST_KINDS (a test keeps them equal)
 
 
 def request_json_schema() -> dict:

@@ -28,6 +28,7 @@ import orjson
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from domain import counters
 from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
     INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
@@ -135,7 +136,7 @@ class _OnePerId(beam.DoFn):
         yield kept
         if dead:  # a block of rows, as every dead-letter output (transforms.write takes blocks)
             yield beam.pvalue.TaggedOutput("dead", dead)
-            yield beam.pvalue.TaggedOutput("counts", {f"dead_letters/{INPUT_RETRY_REQUESTS}": len(dead)})
+            yield beam.pvalue.TaggedOutput("counts", {counters.dead_letters(INPUT_RETRY_REQUESTS): len(dead)})
 
 
 class _WriteFile(beam.DoFn):

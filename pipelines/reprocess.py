@@ -33,6 +33,7 @@ from domain.assets import (
     input_field_shape,
     load_json_asset,
 )
+from domain.counters import OUTCOMES
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
@@ -217,9 +218,9 @@ def run(argv: Sequence[str] | None = None) -> dict:
 
 
 def format_summary(manifest: dict, output: str) -> str:
-    lines = [f"{'family':<24}" + "".join(f"{o:>11}" for o in ("accepted", "superseded", "retry", "exhausted", "deferred", "stale"))]
+    lines = [f"{'family':<24}" + "".join(f"{o:>11}" for o in OUTCOMES)]
     for family, row in manifest["outcomes"].items():
-        lines.append(f"{family:<24}" + "".join(f"{row[o]:>11}" for o in ("accepted", "superseded", "retry", "exhausted", "deferred", "stale")))
+        lines.append(f"{family:<24}" + "".join(f"{row[o]:>11}" for o in OUTCOMES))
     c = manifest["conservation"]
     lines.append("")
     lines.append(

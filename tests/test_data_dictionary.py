@@ -19,7 +19,7 @@ import pytest
 from domain import data_dictionary as dd
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
-from domain.records import unreadable_file_key
+from domain.counters import unreadable_file as unreadable_file_key
 from fixture_archive import run_job, write_archive
 
 REGENERATE = "run python -m domain.data_dictionary"

@@ -31,7 +31,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from domain.records import dead_letter_row, json_error_summary, unreadable_file_key
+from domain import counters
+from domain.records import dead_letter_row, json_error_summary
 from transforms.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
@@ -199,7 +200,7 @@ class _ReadAndKey(beam.DoFn):
     def setup(self) -> None:
         tune_collector()
         self.bad_records = {name: Metrics.counter("read", f"{name}_dead_letters") for name in self.inputs}
-        self.records = {name: Metrics.counter("read", f"{name}_in") for name in self.inputs}
+        self.records = {name: Metrics.counter("read", counters.records_in(name)) for name in self.inputs}
         self.trackers = {name: spec.progress.tracker() for name, spec in self.inputs.items() if spec.progress is not None}
 
     def teardown(self) -> None:
@@ -261,13 +262,13 @@ class _ReadAndKey(beam.DoFn):
         if tracker is not None:
             tracker.add({RECORDS: records % PROGRESS_RECORDS})
         counts = {
-            f"{name}_in": records,
-            f"dead_letters/{name}": dead_count,
-            f"blank_lines/{name}": blank,
+            counters.records_in(name): records,
+            counters.dead_letters(name): dead_count,
+            counters.blank_lines(name): blank,
         }
         if unreadable:
             # How many records the damaged part held is unknown: the manifest must not claim conservation.
-            counts[unreadable_file_key(name, path)] = 1
+            counts[counters.unreadable_file(name, path)] = 1
         yield beam.pvalue.TaggedOutput(COUNTS, counts)
 
 

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
 
+from domain import counters as c
 from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
 from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt, parse_retry_request
 from domain.batch.providers import PROVIDERS, Provider, RequestSettings
@@ -89,7 +90,7 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
     dead: list[dict] = []
 
     def reject(reason: str, raw: bytes) -> None:
-        counts[f"dead_letters/{INPUT_RETRY_REQUESTS}"] += 1
+        counts[c.dead_letters(INPUT_RETRY_REQUESTS)] += 1
         dead.append(dead_letter_row(INPUT_RETRY_REQUESTS, reason, raw))
 
     chosen: dict[str, tuple[RetryRequest, bytes]] = {}
@@ -102,7 +103,7 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
         if (config.families is not None and request.family not in config.families) or (
                 config.kinds is not None and request.kind not in config.kinds) or (
                 config.only_request_ids is not None and request.request_id not in config.only_request_ids):
-            counts["filtered"] += 1
+            counts[c.FILTERED] += 1
         elif request.request_id in chosen:
             reject(f"duplicate request_id {request.request_id!r}: kept another record", raw)
         else:
@@ -130,10 +131,10 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
         except RetryRequestError as exc:
             reject(str(exc), raw)
             continue
-        counts["stale"] += int((request.prompt_fingerprint, request.schema_fingerprint) != current_fingerprints(request.family))
-        counts[f"shaped/{request.kind}"] += 1
+        counts[c.STALE_REQUESTS] += int((request.prompt_fingerprint, request.schema_fingerprint) != current_fingerprints(request.family))
+        counts[c.shaped(request.kind)] += 1
         rows.append(row)
-    counts["shaped"] += len(rows)
+    counts[c.SHAPED] += len(rows)
     return rows, dead, dict(counts)
 
 
@@ -146,10 +147,10 @@ def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
         try:
             kind, chunk_id, records = chunk_registry_records(source_id, raw)
         except ValueError as exc:
-            counts[f"dead_letters/{INPUT_REGISTRIES}"] += 1
+            counts[c.dead_letters(INPUT_REGISTRIES)] += 1
             dead.append(dead_letter_row(INPUT_REGISTRIES, str(exc), raw))
             continue
-        counts["registries_used"] += 1
+        counts[c.REGISTRIES_USED] += 1
         found[kind].append((chunk_id, records))
     return {kind: sorted(items, key=lambda item: item[0]) for kind, items in found.items()}
 
@@ -232,20 +233,21 @@ def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str
 
     files = sorted(files, key=lambda f: f["requests_file"])
     exported = sum(f["lines"] for f in files)
-    requests_in, dead, filtered = n(f"{INPUT_RETRY_REQUESTS}_in"), n(f"dead_letters/{INPUT_RETRY_REQUESTS}"), n("filtered")
+    requests_in, dead = n(c.records_in(INPUT_RETRY_REQUESTS)), n(c.dead_letters(INPUT_RETRY_REQUESTS))
+    filtered = n(c.FILTERED)
     families = sorted(options.get("families") or FAMILIES)
-    by_kind = {kind: n(f"shaped/{kind}") for kind in REQUEST_KINDS}
+    by_kind = {kind: n(c.shaped(kind)) for kind in REQUEST_KINDS}
     return {
         "provider": options["provider"],
         "model": options["model"],
         "files": list(files),
-        "inputs": {"retry_requests": requests_in, "transcripts": n(f"{INPUT_TRANSCRIPTS}_in"),
-                   "transcript_dead_letters": n(f"dead_letters/{INPUT_TRANSCRIPTS}"),
-                   "blank_lines_skipped": n(f"blank_lines/{INPUT_RETRY_REQUESTS}"),
-                   "registry_artifacts": n(f"{INPUT_REGISTRIES}_in"), "registry_artifacts_used": n("registries_used"),
-                   "registry_dead_letters": n(f"dead_letters/{INPUT_REGISTRIES}")},
+        "inputs": {"retry_requests": requests_in, "transcripts": n(c.records_in(INPUT_TRANSCRIPTS)),
+                   "transcript_dead_letters": n(c.dead_letters(INPUT_TRANSCRIPTS)),
+                   "blank_lines_skipped": n(c.blank_lines(INPUT_RETRY_REQUESTS)),
+                   "registry_artifacts": n(c.records_in(INPUT_REGISTRIES)), "registry_artifacts_used": n(c.REGISTRIES_USED),
+                   "registry_dead_letters": n(c.dead_letters(INPUT_REGISTRIES))},
         "exported_by_kind": by_kind,
-        "stale": n("stale"),
+        "stale": n(c.STALE_REQUESTS),
         "conservation": {"retry_requests_in": requests_in, "exported": exported, "dead_letters": dead,
                          "filtered": filtered, "holds": requests_in == exported + dead + filtered},
         "fingerprints": {f: dict(zip(("prompt", "llm_schema"), current_fingerprints(f))) for f in families},

@@ -1,0 +1,163 @@
+"""Counter keys: the one place their names are built and read back.
+
+Every step that counts adds to a flat ``{key: int}`` dict (the reading step
+per file, the per-source step per source, export-batch per source); the runner
+sums them and the manifests read them back. Each key has one builder here, used
+by the steps that write it (``transforms.read``, ``domain.reprocess``,
+``domain.slot_decision``, ``domain.batch.export``, ``pipelines.batch_export``)
+and by the readers that look it up (``domain.manifest``, the export manifest,
+``domain.compare``), so a key cannot be spelled two ways.
+
+A key that was never incremented is absent (the readers count it as 0); a step
+adds a key only when it has something to count, except where noted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping
+
+# The manifest's outcome table (SPEC §6): a slot's outcome (accepted, retry, exhausted, deferred)
+# once per slot, superseded and stale once per candidate. The one definition.
+OUTCOME_ACCEPTED = "accepted"
+OUTCOME_SUPERSEDED = "superseded"
+OUTCOME_RETRY = "retry"
+OUTCOME_EXHAUSTED = "exhausted"
+OUTCOME_DEFERRED = "deferred"
+OUTCOME_STALE = "stale"
+OUTCOMES = (OUTCOME_ACCEPTED, OUTCOME_SUPERSEDED, OUTCOME_RETRY, OUTCOME_EXHAUSTED, OUTCOME_DEFERRED, OUTCOME_STALE)
+
+# --- plain keys --------------------------------------------------------------------------------
+
+EVALUATIONS = "evaluations"  # evaluation rows (one per admitted candidate)
+FILTERED = "filtered"  # records of a known kind outside the command's filters (--families, --kinds, ...)
+TRANSCRIPTS_OK = "transcripts_ok"  # the one usable transcript of a source
+PRIOR_REGISTRIES_VALID = "prior_registries_valid"  # prior registry artifacts whose names were used
+# export-batch
+SHAPED = "shaped"  # request lines written
+STALE_REQUESTS = "stale"  # requests built under other assets than the current ones
+REGISTRIES_USED = "registries_used"  # registry artifacts read for reconciliation prompts
+
+
+# --- per input (the reading step and the per-key steps) ----------------------------------------
+
+def records_in(input_name: str) -> str:
+    """Non-blank records read from the input (oversize and undecodable ones included)."""
+    return f"{input_name}_in"
+
+
+def dead_letters(input_name: str) -> str:
+    """Dead-letter rows of the input, wherever they were decided."""
+    return f"dead_letters/{input_name}"
+
+
+def blank_lines(input_name: str) -> str:
+    """Blank lines skipped (outside conservation)."""
+    return f"blank_lines/{input_name}"
+
+
+# A file that could not be read to its end: "unreadable_file/<input>/<path>" = 1. The reading step
+# writes it; the manifest lists those files (records may be missing from them).
+UNREADABLE_FILE = "unreadable_file"
+
+
+def unreadable_file(input_name: str, path: str) -> str:
+    return f"{UNREADABLE_FILE}/{input_name}/{path}"
+
+
+def unreadable_files(counts: Mapping[str, int]) -> dict[str, list[str]]:
+    """Input name -> sorted paths of the files that could not be read to their end."""
+    found: dict[str, list[str]] = {}
+    prefix = UNREADABLE_FILE + "/"
+    for key in counts:
+        if key.startswith(prefix):
+            input_name, _, path = key[len(prefix):].partition("/")
+            found.setdefault(input_name, []).append(path)
+    return {name: sorted(paths) for name, paths in sorted(found.items())}
+
+
+# --- per family (the per-source step) ----------------------------------------------------------
+
+def outcome(family: str, name: str) -> str:
+    """``name`` is one of :data:`OUTCOMES`."""
+    return f"outcome/{family}/{name}"
+
+
+def invariant_failures(family: str) -> str:
+    """Normalization-invariant issues (SPEC §4.2): our bugs, for operators."""
+    return f"invariant_failures/{family}"
+
+
+def reordering_saved_retries(family: str) -> str:
+    """Accepted slots that needed endpoint ordering to pass (SPEC §5 step 3)."""
+    return f"reordering_saved_retries/{family}"
+
+
+def reordering_saved_deferrals(family: str) -> str:
+    """Slots that would have been deferred without it (no surviving registry of their kind)."""
+    return f"reordering_saved_deferrals/{family}"
+
+
+# Prompt revisions (SPEC §6.1, §4.1): "revision/<family>/<counter>", each with its name in the
+# manifest's ``refresh`` block (domain.manifest.refresh_block says what each counts).
+REFRESH_DUE = "refresh_due"
+REFRESH = "refresh"
+REFRESH_EXCERPT_CHARS = "refresh_excerpt_chars"
+ACCEPTED_CURRENT = "accepted_current"
+ACCEPTED_STALE = "accepted_stale"
+CURRENT_OVER_STALE = "current_over_stale"
+ENTRY_LIST_CHANGED = "entry_list_changed"
+ENTRY_LIST_WAITING = "entry_list_waiting"
+REVISION_COUNTS = ((REFRESH_DUE, "slots_to_refresh"), (REFRESH, "refresh_requests"),
+                   (REFRESH_EXCERPT_CHARS, "excerpt_chars"), (ACCEPTED_CURRENT, "artifacts_current"),
+                   (ACCEPTED_STALE, "artifacts_stale"), (CURRENT_OVER_STALE, "current_over_stale"),
+                   (ENTRY_LIST_CHANGED, "entry_list_changed"), (ENTRY_LIST_WAITING, "entry_list_slots_waiting"))
+
+
+def revision(family: str, counter: str) -> str:
+    """``counter`` is one of the first names of :data:`REVISION_COUNTS`."""
+    return f"revision/{family}/{counter}"
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyKeys:
+    """Every per-family key of one family, built once (the slot decider adds a few per slot)."""
+
+    evaluations: str
+    accepted: str
+    superseded: str
+    retry: str
+    exhausted: str
+    deferred: str
+    stale: str
+    invariant_failures: str
+    refresh_due: str
+    refresh: str
+    refresh_excerpt_chars: str
+    accepted_current: str
+    accepted_stale: str
+    current_over_stale: str
+    entry_list_changed: str
+    entry_list_waiting: str
+    reordering_saved_retries: str
+    reordering_saved_deferrals: str
+
+
+@lru_cache(maxsize=None)
+def family_keys(family: str) -> FamilyKeys:
+    return FamilyKeys(
+        evaluations=EVALUATIONS,
+        **{name: outcome(family, name) for name in OUTCOMES},
+        invariant_failures=invariant_failures(family),
+        **{counter: revision(family, counter) for counter, _ in REVISION_COUNTS},
+        reordering_saved_retries=reordering_saved_retries(family),
+        reordering_saved_deferrals=reordering_saved_deferrals(family),
+    )
+
+
+# --- export-batch ------------------------------------------------------------------------------
+
+def shaped(kind: str) -> str:
+    """Request lines written of one request kind (``retry``, ``refresh``)."""
+    return f"{SHAPED}/{kind}"
