@@ -24,7 +24,7 @@ from sample.sim_defects import (
 )
 from sample.srd import SrdSpell, load_spells
 from sample.text_cues import ITEM, LOCATION, NPC, CueFinder, looks_like_name, \
-    source_vocabulary, speaker_words
+    source_vocabulary, speaker_names, speaker_words
 
 NPC_KINDS = ("present", "speaking", "mentioned", "acting")
 ITEM_KINDS = ("acquired", "used", "transferred", "lost", "mentioned")
@@ -84,10 +84,11 @@ class SourceCues:
         votes: Counter[tuple[str, str]] = Counter()
         for text in texts:
             votes.update(finder.unit_cues(text).names)
-        # majority kind per name, so one name is one kind across the source
+        # majority kind per name, so one name is one kind across the source; NPC names are listed ones
         self.kind_of: dict[str, str] = {}
         for (name, kind), _ in votes.most_common():
-            if name not in self.kind_of and looks_like_name(name, self.vocabulary, self.speakers):
+            if name not in self.kind_of and (
+                    kind == NPC or looks_like_name(name, self.vocabulary, self.speakers)):
                 self.kind_of[name] = kind
 
 
@@ -178,6 +179,10 @@ def _chunk_cues(source: SourceView, positions: Sequence[int]) -> ChunkCues:
             kind = cues.kind_of.get(name)
             if kind is not None:
                 names[kind].setdefault(name, index)
+    if not names[NPC]:  # no listed name is mentioned: the chunk's speakers are its NPCs
+        for index, pos in enumerate(positions):
+            for name in speaker_names(source.speakers[pos]):
+                names[NPC].setdefault(name, index)
     return ChunkCues(tuple((finder.spells[n], i) for n, i in spells.items()),
                      tuple(monsters.items()),
                      {kind: tuple(found.items()) for kind, found in names.items()})
@@ -367,7 +372,10 @@ class Registry(Family):
             aliases.append(words[-1])  # "Lady Briarwood" -> "Briarwood"
             taken.add(fold(words[-1]))
         text = view.text(index)
-        description = f'Named by {view.speaker(index)}: "{snippet(text, name)}"'
+        if name in text:
+            description = f'Named by {view.speaker(index)}: "{snippet(text, name)}"'
+        else:  # a speaker of the chunk
+            description = f'Speaks as {view.speaker(index)}: "{snippet(text)}"'
         return {"name": name, "aliases": aliases, "description": description,
                 "evidence": evidence_list(view, rng, index)}
 
@@ -675,7 +683,8 @@ def _membership_miss(inj: Injection) -> None:
 
 def _unregistered_name(inj: Injection, kind: str) -> str:
     cues = inj.view.cues.names
-    mentioned = [name for k in (kind, NPC, ITEM, LOCATION) for name, _ in cues[k]]
+    # An NPC is only ever given an NPC name (a listed name or a speaker), never an item or place noun.
+    mentioned = [name for k in ((NPC,) if kind == NPC else (kind, NPC, ITEM, LOCATION)) for name, _ in cues[k]]
     for name in mentioned:
         if not inj.book.knows(kind, name):
             return name

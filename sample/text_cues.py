@@ -2,8 +2,15 @@
 
 The simulated producer uses these to make its fake responses plausible:
 real SRD spell and monster names that occur in a chunk, and capitalised
-words that look like proper names (NPCs, items, locations). This is a
-heuristic, not an NLP model: it only has to be grounded in the text.
+words that look like proper names (items, locations). This is a heuristic,
+not an NLP model: it only has to be grounded in the text.
+
+NPC names are not guessed from capitalisation, which takes every word that
+starts a sentence ("Although", "Anyways") and the table's swearing for a
+name: an NPC name is a capitalised run holding a name of the bundled list
+of plausible fantasy names (`data/npc-names.txt`), or a speaker of the
+transcript. A guard drops any name with a word of `PROFANITY` and strips
+leading words of `SENTENCE_INITIAL` (and the stop words) from every name.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 from sample.srd import SrdSpell, load_monsters, load_spells
 
@@ -35,6 +44,38 @@ dungeons dragons pathfinder natural mark born persuasion perception stealth insi
 acrobatics investigation arcana history religion medicine survival intimidation deception
 strength dexterity constitution intelligence wisdom charisma advantage disadvantage
 """.split())
+
+# Common English words that start a sentence (or make one up) in table talk: never a name.
+SENTENCE_INITIAL = frozenset("""
+although anyways anyway agreed besides basically certainly clearly during exactly except excellent
+finally fortunately unfortunately hopefully honestly indeed instead instinctively interesting
+literally luckily meanwhile naturally negative neither nevertheless none nonetheless otherwise
+perfect perhaps probably seriously strangely suddenly thankfully therefore though totally unless
+whatever whenever wherever whichever whoever understandable absolutely apparently begrudgingly
+hugely depending goodbye whoa woo yay huh gee jeez gah hyah huzzah boo boosh hush shush hurry
+quiet steady calm enjoy kick punch shut wink dude ditto whatcha success confidence dignity pardon
+excuse listen remember done guys folks ladies gentlemen
+""".split())
+
+# Never in a name, whatever the transcript says (a word that holds one of PROFANE_STEMS neither).
+PROFANITY = frozenset("""
+ass asses asshole assholes arse arsehole badass dumbass jackass balls ballsack bastard bastards
+bitch bitches bollocks boobs bullshit butthole cock cocks crap crappy cunt damn dammit damnit
+dick dicks dildo douche douchebag fag fuck fucked fucker fucking goddamn goddammit gonad gonads
+hell jizz motherfucker penis piss pissed poop prick pussy shit shitballs shithead shitty slut
+tit tits titties twat wank wanker whore
+""".split())
+PROFANE_STEMS = ("fuck", "shit", "cunt", "bitch", "twat", "wank", "piss", "ballsack")
+
+# Words that may go before a listed name in an NPC name ("Lady Briarwood", "Keeper Yennen").
+NAME_TITLES = frozenset("""
+lady lord sir dame king queen prince princess duke duchess count countess baron baroness captain
+keeper ironkeeper arcanist father mother brother sister master mistress uncle aunt elder
+sovereign seeker doctor mister madam
+""".split())
+
+NPC_NAMES_FILE = "data/npc-names.txt"
+LEADING_NOISE = STOPWORDS | SENTENCE_INITIAL  # stripped from the start of every capitalised run
 
 ITEM_NOUNS = frozenset("""
 sword longsword shortsword greatsword axe greataxe bow longbow shortbow crossbow dagger daggers
@@ -84,6 +125,49 @@ class UnitCues:
     names: tuple[tuple[str, str], ...]  # (candidate name, NPC/ITEM/LOCATION guess)
 
 
+def is_profane(word: str) -> bool:
+    folded = word.lower()
+    return folded in PROFANITY or any(stem in folded for stem in PROFANE_STEMS)
+
+
+def is_guarded(word: str) -> bool:
+    """A word no name may be: profanity, a common sentence-initial word, a stop word."""
+    folded = word.lower()
+    return is_profane(word) or folded in SENTENCE_INITIAL or folded in STOPWORDS
+
+
+@lru_cache(maxsize=1)
+def npc_names() -> frozenset[str]:
+    """The bundled plausible fantasy names (one word each; ``data/npc-names.txt``)."""
+    text = resources.files("sample").joinpath(NPC_NAMES_FILE).read_text(encoding="utf-8")
+    names = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    assert not any(is_guarded(name) for name in names), "a listed NPC name is a guarded word"
+    return names
+
+
+def listed_npc_name(words: Sequence[str]) -> str | None:
+    """The longest run of ``words`` made of listed names and titles that ends on a listed name ("Against
+    Keyleth" -> "Keyleth", "Lady Briarwood" -> "Lady Briarwood", "House Greyspine" -> "Greyspine")."""
+    listed, best, run = npc_names(), [], []
+    for word in [*words, ""]:
+        if word in listed or word.lower() in NAME_TITLES:
+            run.append(word)
+            continue
+        while run and run[-1] not in listed:  # titles after the last name are not part of it
+            run.pop()
+        if len(run) > len(best):
+            best = run
+        run = []
+    return " ".join(best) if best else None
+
+
+@lru_cache(maxsize=4096)
+def speaker_names(label: str) -> tuple[str, ...]:
+    """The names in a speaker label, as names are written ("LAURA, SAM" -> Laura, Sam; "ALL" -> none)."""
+    words = (word.capitalize() for word in re.findall(r"[A-Za-z]+", label))
+    return tuple(dict.fromkeys(word for word in words if len(word) > 1 and not is_guarded(word)))
+
+
 class CueFinder:
     """Finds cues in unit texts; results are cached per distinct text."""
 
@@ -118,13 +202,18 @@ class CueFinder:
         hits: list[tuple[str, str]] = []
         for match in CAPITALISED.finditer(text):
             words = match.group(1).split(" ")
-            while words and words[0].lower() in STOPWORDS:
+            while words and words[0].lower() in LEADING_NOISE:
                 words.pop(0)
-            if not words:
+            if not words or any(is_profane(word) for word in words):
+                continue
+            npc = listed_npc_name(words)
+            if npc is not None and words[-1].lower() not in LOCATION_SUFFIXES:
+                hits.append((npc, NPC))
                 continue
             before = WORD_BEFORE.search(text, 0, match.start())
-            cue = before.group(1).lower() if before else ""
-            hits.append((" ".join(words), _guess_kind(words, cue)))
+            kind = _guess_kind(words, before.group(1).lower() if before else "")
+            if kind != NPC and not all(word.lower() in NAME_TITLES for word in words):
+                hits.append((" ".join(words), kind))  # NPC names come from the list and the speakers only
         for word in LOWER_WORD.findall(text):
             if word in ITEM_NOUNS:
                 hits.append((word, ITEM))
@@ -159,6 +248,7 @@ def speaker_words(speakers: Iterable[str]) -> frozenset[str]:
 
 
 def looks_like_name(candidate: str, vocabulary: frozenset[str], speakers: frozenset[str]) -> bool:
+    """Whether an item or location cue looks like a name of this source (NPC names are listed ones)."""
     words = candidate.lower().split(" ")
     if candidate.islower():  # item/location nouns were chosen from a fixed list
         return True

@@ -750,6 +750,127 @@ def test_each_injected_kind_is_reported_under_the_reason_codes_it_maps_to(tmp_pa
     assert set(reported) == set(SIMULATED_REASON_CODES), set(SIMULATED_REASON_CODES) - set(reported)
 
 
+
+# ------------------------------------------------------------------ NPC names
+
+NAME_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
+# Common English words that start a sentence, whatever the sample says (the test's own list).
+COMMON_SENTENCE_STARTS = frozenset("""
+although anyways anyway actually also alright basically besides exactly excellent except finally
+however honestly hopefully just like maybe meanwhile nevertheless now obviously okay oh perhaps
+really seriously so still strangely suddenly thankfully then therefore though well whatever whoa
+wow yeah yes yep yup goodbye hello hey thanks
+""".split())
+# The test's own profanity: stems no name holds, and words no name is.
+PROFANE_STEMS = ("fuck", "shit", "cunt", "bitch", "twat", "wank")
+PROFANE_WORDS = frozenset("ass asshole badass damn goddamn dick cock piss balls ballsack crap hell".split())
+
+
+def sentence_initial_words(texts) -> frozenset[str]:
+    """Words capitalised only where a sentence starts, never mid-sentence: ordinary words ("Although",
+    "Anyways") that a capitalisation heuristic takes for names."""
+    initial, mid = set(), set()
+    for text in texts:
+        for match in NAME_WORD.finditer(text):
+            word = match.group(0)
+            if word[0].isupper() and word[1:].islower():
+                before = text[:match.start()].rstrip(" \"'“”‘’(-—–")
+                (initial if not before or before[-1] in ".!?…:" else mid).add(word.casefold())
+    return frozenset(initial - mid)
+
+
+@pytest.fixture(scope="module")
+def not_names() -> frozenset[str]:
+    """What no NPC name may be: the bundled sample's sentence-initial-only words, the common ones, and the
+    producer's own guard lists."""
+    from sample.text_cues import PROFANITY, SENTENCE_INITIAL
+
+    texts = [u["text"] for r in read_jsonl(SAMPLE) for u in r["units"]]
+    return sentence_initial_words(texts) | COMMON_SENTENCE_STARTS | SENTENCE_INITIAL | PROFANITY
+
+
+def npc_names_in(run: Run):
+    """(source, name, injected as a membership miss) of every NPC name the producer wrote: registry names
+    and aliases, occurrences."""
+    for c, t in zip(run.candidates, run.truth):
+        try:
+            response = parse_response(c["raw_response"])
+        except json.JSONDecodeError:
+            continue
+        missed = {d["record_name"] for d in t["defects"] if d["kind"] == K.MEMBERSHIP_MISS}
+        if c["family"] == "npc-registry" and isinstance(response.get("npcs"), list):
+            for record in response["npcs"]:
+                for name in (record["name"], *record["aliases"]):
+                    yield c["source_id"], name, False
+        elif c["family"] == "npc-occurrences" and isinstance(response.get("occurrences"), list):
+            for record in response["occurrences"]:
+                yield c["source_id"], record["npc_name"], record["npc_name"] in missed
+
+
+def test_npc_names_are_listed_names_or_speakers_never_sentence_starts_or_profanity(big_run, not_names):
+    """Exhaustive over the bundled sample (big_run: every chunk of both episodes, three times over)."""
+    from sample.text_cues import NAME_TITLES, npc_names
+
+    listed = {name.casefold() for name in npc_names()}  # a duplicate registry name may change the case
+    speakers = {source_id: {w.casefold() for u in record["units"] for w in re.findall(r"[A-Za-z]+", u["speaker"])}
+                for source_id, record in big_run.transcripts.items()}
+    seen = Counter()
+    for source_id, name, missed in npc_names_in(big_run):
+        if not name.strip():
+            continue  # an injected blank name
+        words = name.split()
+        assert fold(name) not in not_names, name
+        assert not any(stem in word.casefold() for word in words for stem in PROFANE_STEMS), name
+        assert not any(word.casefold() in PROFANE_WORDS for word in words), name
+        assert not any(word.casefold() in not_names for word in words if word.casefold() not in NAME_TITLES), name
+        if missed:
+            seen["missed"] += 1  # a membership miss: a name the registry does not have (any cue, or invented)
+        elif fold(name) in speakers[source_id]:
+            seen["speaker"] += 1
+        else:
+            assert any(word.casefold() in listed for word in words), name
+            seen["listed"] += 1
+    assert seen["listed"] > 200 and seen["speaker"] > 20, seen
+
+
+def test_the_guard_lists_hold_what_they_must():
+    from sample.text_cues import PROFANITY, SENTENCE_INITIAL, is_guarded, npc_names
+
+    assert {"although", "anyways", "exactly", "seriously", "thankfully"} <= SENTENCE_INITIAL
+    assert {"shit", "fuck", "goddamn", "ballsack", "shitballs"} <= PROFANITY
+    assert is_guarded("Shitballs") and is_guarded("Fucking") and is_guarded("Although") and is_guarded("The")
+    assert not any(is_guarded(name) for name in npc_names())
+    assert {"Keyleth", "Pike", "Scanlan", "Grog", "Vex", "Vax", "Percival"} <= npc_names()
+
+
+LISTED = ["Keyleth", "Pike", "Scanlan", "Lady Briarwood", "Keeper Yennen", "Grog Strongjaw", "Tiberius"]
+NOISE = sorted({w.capitalize() for w in ("although", "anyways", "exactly", "seriously", "thankfully", "whoa",
+                                         "shitballs", "goddamn", "fuck", "ballsack", "bartender", "against",
+                                         "healing", "lady", "the", "okay", "badass", "house")})
+
+
+@settings(max_examples=200, deadline=None)
+@given(sentences=st.lists(st.tuples(st.sampled_from(NOISE), st.sampled_from(NOISE + LISTED),
+                                    st.sampled_from(["said", "and", "with", "to", ","])), min_size=1, max_size=6))
+def test_name_cues_keep_listed_names_and_drop_the_guarded_words(sentences):
+    """Sentences that start with (and hold) guarded words: an NPC cue is a listed name (after a title at
+    most), and no cue of any kind holds profanity or starts with a guarded word."""
+    from sample.text_cues import NAME_TITLES, NPC, CueFinder, is_guarded, is_profane, npc_names
+
+    text = " ".join(f"{first} {second} {joint} {LISTED[n % len(LISTED)]} went on." for n, (first, second, joint)
+                    in enumerate(sentences))
+    names = CueFinder(spells=(), monsters=("Goblin",)).unit_cues(text).names
+    npcs = [name for name, kind in names if kind == NPC]
+    assert npcs, text
+    for name, kind in names:
+        words = name.split()
+        assert not is_guarded(words[0]) or words[0].lower() in NAME_TITLES, (name, text)
+        assert not any(is_profane(word) for word in words), (name, text)
+        if kind == NPC:
+            assert words[-1] in npc_names(), (name, text)
+            assert all(word in npc_names() or word.lower() in NAME_TITLES for word in words), (name, text)
+
+
 # ------------------------------------------------------------------ odd text in a tiny transcript
 
 def tiny_transcript(path: Path, seed_text: str) -> Path:
