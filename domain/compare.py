@@ -35,6 +35,7 @@ import orjson
 from domain import counters
 from domain.families import FAMILIES
 from domain.revision import KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
+from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
 from domain.run_integrity import ARTIFACTS, ManifestError, listed_files, output_of
 
 # --- names (normative: SPEC §6.3; assets/outputs/slot_change.v1.* spell them too) -------------------
@@ -86,11 +87,6 @@ READ_FIELDS = {
     OUTPUT_ARTIFACTS: {**_SLOT_FIELDS, "records": None, "provenance": {"candidate_id": None, "attempt": None}},
 }
 
-# Evaluation verdicts (SPEC §6; domain.reprocess spells them for the job).
-VERDICT_ACCEPTED = "accepted"
-VERDICT_SUPERSEDED = "superseded"
-VERDICT_REJECTED = "rejected"
-VERDICT_DEFERRED = "deferred"
 PASSING_VERDICTS = (VERDICT_ACCEPTED, VERDICT_SUPERSEDED)
 
 # The membership validator's reason code: a name the occurrence's registry does not hold.

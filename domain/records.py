@@ -1,8 +1,7 @@
-"""Output rows shared by every stage of the job (no D&D rule here)."""
+"""Input values as operators read them in reasons and issues (no D&D rule here)."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 MAX_SHOWN_CHARS = 80
@@ -24,12 +23,3 @@ def json_error_summary(exc: ValueError) -> str:
     """Where and why orjson refused a record. Its messages are short and stable ("unexpected
     end of data: line 1 column 9"); operators see them, models never do."""
     return str(exc).split(":", 1)[0].strip() + f" at character {exc.pos}"
-
-
-def dead_letter_row(input_name: str, reason: str, payload: bytes) -> dict:
-    """A dead letter (SPEC §6): the original bytes kept, base64 when they are not UTF-8."""
-    try:
-        text, encoding = payload.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-    return {"input": input_name, "reason": reason, "payload": text, "payload_encoding": encoding}

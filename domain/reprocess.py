@@ -15,7 +15,6 @@ registries), then the rest (SPEC §4, §4.1, §6).
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -44,12 +43,20 @@ from domain.intake import (
     admit_candidates,
     resolve_transcript,
 )
-from domain.records import dead_letter_row
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
-from domain.issues import Correction, Issue, operator_issue_records, render_guidance
+from domain.issues import Correction, Issue, render_guidance
+from domain.rows import (
+    VERDICT_ACCEPTED,
+    VERDICT_DEFERRED,
+    VERDICT_REJECTED,
+    VERDICT_SUPERSEDED,
+    artifact_row,
+    dead_letter_row,
+    evaluation_row,
+    refresh_request_row,
+    retry_request_row,
+)
 from domain.revision import (
-    KIND_REFRESH,
-    KIND_RETRY,
     MAX_ATTEMPT_NUMBER,
     choose_accepted,
     is_current,
@@ -57,12 +64,6 @@ from domain.revision import (
     refresh_due,
 )
 from domain.source import Transcript
-
-SCHEMA_VERSION = "v1"
-VERDICT_ACCEPTED = "accepted"
-VERDICT_SUPERSEDED = "superseded"
-VERDICT_REJECTED = "rejected"
-VERDICT_DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -181,14 +182,6 @@ def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line:
 
 
 # --- slot decisions ------------------------------------------------------------------------
-
-def _sha(*parts: str) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
-
-
-def _artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, raw_sha: str, policy: str) -> str:
-    return "a-" + _sha(family, source_id, chunk_id, candidate_id, raw_sha, policy)[:32]
-
 
 # Attempts of a slot, earliest first: attempt number, then candidate id.
 _attempt_order = attrgetter("attempt", "candidate_id")
@@ -406,43 +399,15 @@ class _SlotDecider:
                 self.counts[counters.reordering_saved_deferrals(spec.key)] += 1
 
     def _evaluation(self, cand: Candidate, verdict: str, issues: Iterable[Issue], endpoints_reordered: int = 0) -> None:
-        self.evaluations.append({
-            "candidate_id": cand.candidate_id,
-            "family": cand.family,
-            "source_id": cand.source_id,
-            "chunk_id": cand.chunk_id,
-            "attempt": cand.attempt,
-            "verdict": verdict,
-            "issues": operator_issue_records(tuple(issues)),
-            "endpoints_reordered": endpoints_reordered,
-        })
+        self.evaluations.append(evaluation_row(cand, verdict, tuple(issues), endpoints_reordered))
 
     def _accept(self, spec: FamilySpec, chunk_id: str, cand: Candidate, result: CandidateResult) -> None:
         adapted = result.adapted
         assert adapted is not None  # a passing result always has its typed candidate
         if spec.registry_names is not None:
             self._remember_registry(spec, chunk_id, adapted.records)
-        raw_sha = hashlib.sha256(cand.raw_response.encode("utf-8", "surrogatepass")).hexdigest()
-        policy = spec.validator_policy_fingerprint()
-        self.artifacts.append({
-            "artifact_id": _artifact_id(spec.key, cand.source_id, chunk_id, cand.candidate_id, raw_sha, policy),
-            "family": spec.key,
-            "schema_version": SCHEMA_VERSION,
-            "source_id": cand.source_id,
-            "chunk_id": chunk_id,
-            "records": [spec.durable_record(record) for record in adapted.records],
-            "earliest_evidence_unit_id": adapted.earliest_evidence_unit_id,
-            "provenance": {
-                "candidate_id": cand.candidate_id,
-                "attempt": cand.attempt,
-                "producer": dict(cand.producer),
-                "prompt_fingerprint": cand.prompt_fingerprint,
-                "schema_fingerprint": cand.schema_fingerprint,
-                "raw_response": cand.raw_response,
-                "raw_response_sha256": raw_sha,
-            },
-            "validator_policy_fingerprint": policy,
-        })
+        self.artifacts.append(artifact_row(spec.key, chunk_id, cand, [spec.durable_record(record) for record in adapted.records],
+                                           adapted.earliest_evidence_unit_id, spec.validator_policy_fingerprint()))
 
     def _remember_registry(self, spec: FamilySpec, chunk_id: str, records: tuple[Any, ...]) -> None:
         assert spec.registry_names is not None and spec.registry_kind is not None
@@ -464,21 +429,8 @@ class _SlotDecider:
             issues = issues + (Issue("fallback", "resubmit", "", "", Correction(
                 "The response", "", "It could not be turned into a valid result.",
                 "Produce it again from the excerpt, following the response shape and citing evidence inside the excerpt.")),)
-        return {
-            "request_id": "r-" + _sha(spec.key, latest.source_id, chunk_id, latest.candidate_id, str(attempt))[:32],
-            "kind": KIND_RETRY,
-            "family": spec.key,
-            "source_id": latest.source_id,
-            "chunk_id": chunk_id,
-            "candidate_id": latest.candidate_id,
-            "attempt": attempt,
-            "correction_guidance": render_guidance(issues),
-            "prompt_fingerprint": prompt_fp,
-            "schema_fingerprint": schema_fp,
-            "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
-            # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise.
-            "input_fingerprint": input_fp,
-        }
+        return retry_request_row(spec.key, chunk_id, latest, attempt, render_guidance(issues), prompt_fp, schema_fp,
+                                 spec.validator_policy_fingerprint(), input_fp)
 
     def _refresh_request(
         self, spec: FamilySpec, chunk_id: str, replaced: Candidate, attempt: int, prompt_fp: str, schema_fp: str,
@@ -486,21 +438,8 @@ class _SlotDecider:
     ) -> dict:
         """A new extraction under the current prompt (SPEC §6.1): no guidance; its id names
         the revision, so a later revision's refresh of the same slot is another request."""
-        return {
-            "request_id": "r-" + _sha(KIND_REFRESH, spec.key, replaced.source_id, chunk_id, prompt_fp, schema_fp,
-                                      str(attempt))[:32],
-            "kind": KIND_REFRESH,
-            "family": spec.key,
-            "source_id": replaced.source_id,
-            "chunk_id": chunk_id,
-            "candidate_id": replaced.candidate_id,
-            "attempt": attempt,
-            "correction_guidance": "",
-            "prompt_fingerprint": prompt_fp,
-            "schema_fingerprint": schema_fp,
-            "validator_policy_fingerprint": spec.validator_policy_fingerprint(),
-            "input_fingerprint": input_fp,
-        }
+        return refresh_request_row(spec.key, chunk_id, replaced, attempt, prompt_fp, schema_fp,
+                                   spec.validator_policy_fingerprint(), input_fp)
 
     def _excerpt(self, spec: FamilySpec, chunk_id: str, ctx: EvaluationContext) -> str:
         """What a request for this slot shows the model besides the prompt (its size is the backfill's)."""

@@ -20,6 +20,7 @@ import orjson
 
 from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
 from domain.revision import REQUEST_KINDS
+from domain.rows import VERDICTS
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
@@ -174,7 +175,6 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
 
 EVALUATION_SCHEMA_JSON = "outputs/evaluation.v1.json"
 EVALUATION_SCHEMA_AVRO = "outputs/evaluation.v1.avsc"
-VERDICTS = ("accepted", "superseded", "rejected", "deferred")
 ENDPOINTS_REORDERED_DOC = ("Cited ranges of this response whose endpoints the job put in document order "
                            "(SPEC §5 step 3); a passing attempt with a count above zero passes because of it.")
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import domain.reprocess as reprocess
+import domain.rows as rows
 from domain.assets import current_fingerprints
 from domain.evaluate import duplicate_artifact_ids, is_invariant_issue, normalization_invariants
 from domain.evidence import SourceRef
@@ -180,7 +180,7 @@ def test_an_invariant_failure_on_the_last_attempt_is_counted_and_asks_nothing(mo
 
 
 def test_shared_artifact_ids_are_reported_to_operators_only(monkeypatch):
-    monkeypatch.setattr(reprocess, "_artifact_id", lambda *parts: "a-" + "0" * 32)
+    monkeypatch.setattr(rows, "artifact_id", lambda *parts: "a-" + "0" * 32)
     result = process_source(SOURCE, [orjson.dumps(TRANSCRIPT_RECORD)],
                             [line("c-1", "x-1"), line("c-2", "x-2", response={"spells": []})], RunConfig())
     assert [a["artifact_id"] for a in result.artifacts] == ["a-" + "0" * 32] * 2

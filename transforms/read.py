@@ -32,7 +32,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain import counters
-from domain.records import dead_letter_row, json_error_summary
+from domain.records import json_error_summary
+from domain.rows import dead_letter_row
 from transforms.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern

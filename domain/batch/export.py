@@ -34,7 +34,7 @@ from domain.families.base import ListedEntry
 from domain.families.reconciliation import listed_entries
 from domain.families.registry_family import RegistryRecord  # what ``listed_entries`` reads
 from domain.intake import INPUT_TRANSCRIPTS, resolve_transcript
-from domain.records import dead_letter_row
+from domain.rows import dead_letter_row
 from domain.registry_artifacts import chunk_registry_records
 from domain.revision import REQUEST_KINDS
 from domain.source import Transcript
