@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from bench.archive import Archive
 from bench.stats import markdown_table, summary
 from domain.assets import llm_schema_path, load_json_asset
-from domain.evaluate import evaluate_response, parse_copy, reordered_ranges
-from domain.evidence import SourceRef, order_endpoints, span_within_chunk
+from domain.evaluate import evaluate_response, parse_copy
+from domain.evidence import SourceRef, resolve_range, span_within_chunk
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, RegistryView
 from domain.issues import quote_name, render_guidance
@@ -98,14 +98,13 @@ def run(archive: Archive) -> dict:
     texts = [parse_copy(c["raw_response"]) for c in candidates]
     parseable = [t for t in texts if _parses(t)]
 
-    typed, invalid_docs, contexts, parsed = [], [], [], []
+    typed, invalid_docs, contexts = [], [], []
     for cand, text in zip(candidates, texts):
         spec = FAMILIES.get(cand["family"])
         if spec is None:
             continue
-        response = None
         try:
-            response = spec.response_model.model_validate_json(text)
+            spec.response_model.model_validate_json(text)
             typed.append((spec.response_model, text))
         except ValidationError:
             try:
@@ -115,8 +114,6 @@ def run(archive: Archive) -> dict:
         transcript = transcripts[cand["source_id"]]
         registry = RegistryView(spec.registry_kind, frozenset()) if spec.needs_registry else None
         contexts.append((spec, cand["raw_response"], EvaluationContext(transcript, transcript.chunk(cand["chunk_id"]), registry)))
-        if response is not None:
-            parsed.append((spec, response, contexts[-1][2]))
 
     validators = {family: Draft202012Validator(load_json_asset(llm_schema_path(family))) for family in FAMILIES}
     issue_sets = [r.issues for r in (evaluate_response(*c) for c in contexts) if not r.passed and r.issues]
@@ -131,6 +128,7 @@ def run(archive: Archive) -> dict:
     long_spans = [SourceRef(sid, ids[i], ids[n - 1 - i]) for i in range(0, n // 2, max(1, n // 200))]
     chunk_30 = next(c for c in largest.chunks.values() if c.kind == "extraction")
     short_spans = [SourceRef(sid, chunk_30.unit_ids[i], chunk_30.unit_ids[-1]) for i in range(len(chunk_30.unit_ids))]
+    resolved_short_spans = [resolve_range(largest.index, sid, r.start_unit_id, r.end_unit_id) for r in short_spans]
 
     names = [name for c in candidates for name in _names(c)]
     units = sum(len(t.units) for t in transcripts.values()) // len(transcripts)
@@ -143,14 +141,17 @@ def run(archive: Archive) -> dict:
             timed(lambda item: item[0].model_validate_json(item[1]), typed),
         "schema fallback (jsonschema iter_errors, failing documents)":
             timed(lambda item: list(validators[item[0]].iter_errors(item[1])), invalid_docs),
-        "order_endpoints, forward refs": timed(lambda ref: order_endpoints(largest.index, sid, ref), forward),
-        "order_endpoints, reversed refs (swap)": timed(lambda ref: order_endpoints(largest.index, sid, ref), reversed_refs),
+        "resolve a cited range (resolve_range), forward refs":
+            timed(lambda ref: resolve_range(largest.index, sid, ref.start_unit_id, ref.end_unit_id), forward),
+        "resolve and order a reversed range (resolve_range, ordered)":
+            timed(lambda ref: resolve_range(largest.index, sid, ref.start_unit_id, ref.end_unit_id).ordered(),
+                  reversed_refs),
         "span_within_chunk, 30-unit chunk": timed(lambda ref: span_within_chunk(largest.index, chunk_30, ref), short_spans),
+        "span_within_chunk, 30-unit chunk, resolved refs (as adapters store them)":
+            timed(lambda ref: span_within_chunk(largest.index, chunk_30, ref), resolved_short_spans),
         f"span_within_chunk, long spans in a {n:,}-unit chunk": timed(lambda ref: span_within_chunk(largest.index, whole, ref), long_spans),
         "guidance rendering (render_guidance, failing candidates)": timed(render_guidance, issue_sets),
         "quote a model-supplied name (quote_name; every record's subject)": timed(quote_name, names),
-        "count reordered ranges (reordered_ranges, parsed responses; recorded on every evaluation)":
-            timed(lambda item: reordered_ranges(*item), parsed),
         "whole evaluate_response (all candidates, empty registries)": timed(lambda c: evaluate_response(*c), contexts),
         "serialize an output row (orjson.dumps)": timed(orjson.dumps, candidates),
         # Once per source, not per candidate; default interval, lines go nowhere.

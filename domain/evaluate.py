@@ -2,8 +2,9 @@
 
 Parse (msgspec structs derived from the response model first, then the pydantic
 model itself; the JSON Schema only explains a failure), adapt to the
-typed candidate (endpoint ordering, sorting, de-duplication), then every
-validator of the family, collecting every issue in one pass.
+typed candidate (endpoint ordering, sorting, de-duplication: each cited range
+resolved once, ``domain.evidence``), then every validator of the family,
+collecting every issue in one pass.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Sequence, get_args
 import orjson
 from pydantic import ValidationError
 
-from domain.evidence import earliest_of_sort_keys, evidence_sort_keys, range_positions, sort_keys_are_canonical
+from domain.evidence import earliest_start, evidence_is_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.families.response_structs import fast_response_decoder
@@ -31,6 +32,10 @@ class CandidateResult:
     issues: tuple[Issue, ...]
     adapted: Adapted | None
     # Cited ranges (as the response wrote them) that endpoint ordering swapped (SPEC §5 step 3).
+    # Only the nine extraction families order endpoints; a reversed resolvable range that
+    # reached their strict source-reference validator would be rejected, so a passing attempt
+    # with a count above zero passes *because of* the ordering (what the report calls a saved
+    # retry). Counted by the adapter as it resolves each range (``Adapted.endpoints_reordered``).
     endpoints_reordered: int = 0
 
 
@@ -80,7 +85,7 @@ def evaluate_response(spec: FamilySpec, raw_response: str, ctx: EvaluationContex
     for validator in spec.validators:
         issues.extend(validator(adapted, ctx))
     issues.extend(normalization_invariants(adapted, ctx))
-    return CandidateResult(not issues, tuple(issues), adapted, reordered_ranges(spec, response, ctx))
+    return CandidateResult(not issues, tuple(issues), adapted, adapted.endpoints_reordered)
 
 
 def _unparsed(spec: FamilySpec, text: str) -> CandidateResult:
@@ -90,31 +95,6 @@ def _unparsed(spec: FamilySpec, text: str) -> CandidateResult:
     except orjson.JSONDecodeError as exc:
         return CandidateResult(False, (invalid_json_issue(exc),), None)
     return CandidateResult(False, structural_issues(_structural_context(spec), document), None)
-
-
-def reordered_ranges(spec: FamilySpec, response: object, ctx: EvaluationContext) -> int:
-    """How many cited ranges of a parsed response endpoint ordering swaps.
-
-    Counted per range as written (a reversed range written twice counts
-    twice). Only the nine extraction families order endpoints; a reversed
-    resolvable range that reached their strict source-reference validator
-    would be rejected, so a passing attempt with a count above zero passes
-    *because of* the ordering (what the report calls a saved retry).
-    """
-    if spec.chunk_kind != "extraction":
-        return 0
-    # order_endpoints swaps a reference of the current source when both ids resolve and the
-    # start sits later; every reference here is cited in the current source (no SourceRef
-    # built twice on the hot path).
-    index = ctx.transcript.index
-    source_id, positions = index.source_id, index.positions
-    swapped = 0
-    for item in getattr(response, spec.list_field):
-        for ev in getattr(item, "evidence", None) or ():
-            resolved = range_positions(source_id, positions, source_id, ev.start_unit_id, ev.end_unit_id)
-            if resolved is not None and resolved[0] > resolved[1]:
-                swapped += 1
-    return swapped
 
 
 # Every invariant issue's validator key starts with this; the engine counts them per family.
@@ -135,20 +115,19 @@ def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[
     """
     index = ctx.transcript.index
     found: list[Issue] = []
-    keys_of_all: list[tuple] = []  # every record's evidence sort keys: the earliest start is read from them
+    cited: list = []  # every record's evidence: the earliest start is read from all of it
     for n, record in enumerate(adapted.records):
         refs = getattr(record, "evidence", None)
         if refs is None:
             continue
         refs = tuple(refs)
-        keys = evidence_sort_keys(index, refs)
-        if not sort_keys_are_canonical(keys, refs):
+        if not evidence_is_canonical(index, refs):
             found.append(Issue(f"{INVARIANT_PREFIX}evidence", "evidence_not_canonical", f"records[{n}].evidence",
                                "canonical evidence is not sorted, forward and de-duplicated", None))
-        keys_of_all.extend(keys)
-    if keys_of_all:
-        earliest = earliest_of_sort_keys(index, keys_of_all)
-        if (None if earliest is None else earliest[1]) != adapted.earliest_evidence_unit_id:
+        cited.extend(refs)
+    if cited:
+        earliest = earliest_start(index, cited)
+        if (None if earliest is None else earliest.start_unit_id) != adapted.earliest_evidence_unit_id:
             found.append(Issue(f"{INVARIANT_PREFIX}earliest", "earliest_evidence_inconsistent",
                                "earliest_evidence_unit_id",
                                f"earliest_evidence_unit_id {adapted.earliest_evidence_unit_id!r} does not match "

@@ -1,24 +1,39 @@
-"""Shared evidence mechanics for every extraction family.
+"""Cited ranges: each one resolved once, and every rule about ranges read off that resolution.
 
-Each operation exists once, here. Families call them; none compares endpoints
-or walks a chunk on its own. All functions are pure: they return new values
-and never mutate their inputs.
+A cited range is ``(source_id, start_unit_id, end_unit_id)``, a :class:`SourceRef`.
+Unit ids are labels, not positions: :func:`resolve_range` is the ONE place a range
+meets the source's :class:`DocumentIndex`. It gives the range's *resolved form*: the
+same :class:`SourceRef` carrying the document positions of its two endpoints, as
+given (``first``, ``last``), and the index that gave them; None when the range
+cites another source or an endpoint is not a unit of it. Adapters store resolved
+refs in their records, so a range the model wrote is looked up once per candidate,
+whatever later asks about it; :func:`resolve` returns a ref's resolution, itself
+when it already carries one from that index.
 
-Two different things happen to a cited range, and they must not be confused:
+Every rule is written once, on the resolved form:
 
-* lossless endpoint ordering (:func:`order_endpoints`): a range whose two
-  endpoints both resolve in the current source but were given in reverse
-  document order is the same range written backwards. It is rewritten
-  silently, with no warning, diagnostic or retry.
-* malformed-reference validation (:func:`span_within_chunk` and the family
-  validators): a range that cannot be resolved, belongs to another source or
-  leaves the chunk is a real defect and is rejected, never repaired.
+* endpoint order (SPEC §5 step 3, the SPEC's ``order_endpoints``):
+  :meth:`SourceRef.ordered`. A range whose endpoints both resolve in the current
+  source but were given in reverse document order is the same range written
+  backwards; it is rewritten silently, with no warning, diagnostic or retry.
+  ``first > last`` is "written backwards", which is also what the candidate's
+  ``endpoints_reordered`` counts (:func:`canonical_written`);
+* sort key: :func:`evidence_sort_key` (document position; unresolvable refs last);
+* earliest start: :func:`earliest_start`;
+* containment (SPEC §5.3): :func:`span_within_chunk`. A range that cannot be
+  resolved, belongs to another source, runs backwards or leaves the chunk is a
+  real defect: the strict validators reject it, never repair it.
+
+Canonical evidence (:func:`canonical_written` for what a model wrote,
+:func:`canonical_evidence` for refs) and the invariant that checks it
+(:func:`evidence_is_canonical`) are compositions of those. Everything here is
+pure: new values, inputs never mutated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
 
 from domain.frozen import quick_init
 from domain.source import Chunk, DocumentIndex, chunk_contains_positions
@@ -27,57 +42,65 @@ from domain.source import Chunk, DocumentIndex, chunk_contains_positions
 @quick_init
 @dataclass(frozen=True, slots=True)
 class SourceRef:
-    """A cited range ``(source_id, start_unit_id, end_unit_id)``.
+    """A cited range ``(source_id, start_unit_id, end_unit_id)``, and once resolved, its positions.
 
     Unit ids are kept as the model gave them (``Any``): an unresolvable value
-    must survive untouched so a validator can reject it.
+    must survive untouched so a validator can reject it. Equality, hashing and
+    the repr are the three fields alone: a resolved ref equals the plain one.
     """
 
     source_id: str | None
     start_unit_id: Any
     end_unit_id: Any
+    # The resolution (resolve_range): document positions of start and end as given, and the
+    # index they were read from. None: not resolved by anyone (yet), or not resolvable.
+    first: int | None = field(default=None, compare=False, repr=False)
+    last: int | None = field(default=None, compare=False, repr=False)
+    index: DocumentIndex | None = field(default=None, compare=False, repr=False)
 
     def as_record(self) -> dict[str, Any]:
         return {"source_id": self.source_id, "start_unit_id": self.start_unit_id, "end_unit_id": self.end_unit_id}
 
+    def ordered(self) -> SourceRef:
+        """This range with its endpoints in document order: the ONE endpoint ordering.
 
-def range_positions(source_id: str, positions: Mapping[int, int], ref_source: str | None,
-                    start: Any, end: Any) -> tuple[int, int] | None:
-    """Document positions of a cited range's two endpoints; None when the range cites a
-    source other than ``source_id`` or an endpoint is not a unit of it (``positions``: its
-    index's unit id -> document position).
+        Swaps only a resolved range given backwards (its start later in the document
+        than its end); anything else - forward, single-unit, and every ref that does
+        not resolve (another source, missing, non-positive or unknown ids) - comes
+        back as it is, so the strict validators still see and reject it.
+        """
+        first, last = self.first, self.last
+        if first is None or first <= last:
+            return self
+        return SourceRef(self.source_id, self.end_unit_id, self.start_unit_id, last, first, self.index)
 
-    The one lookup every cited range goes through. It takes the index's parts, not the
-    index: it runs for each range of each record of each candidate, several times.
+
+def resolve_range(index: DocumentIndex, source_id: str | None, start: Any, end: Any) -> SourceRef | None:
+    """The resolved form of the range ``(source_id, start, end)``: a ref carrying the
+    document positions of both endpoints as given; None when it cites a source other
+    than ``index``'s or an endpoint is not a unit of it (``bool`` is never a unit id).
+
+    The ONE lookup of a cited range in the index.
     """
-    if ref_source == source_id and type(start) is int and type(end) is int:  # bool is never a unit id
+    if source_id == index.source_id and type(start) is int and type(end) is int:
+        positions = index.positions
         first = positions.get(start)
         if first is not None:
             last = positions.get(end)
             if last is not None:
-                return first, last
+                return SourceRef(source_id, start, end, first, last, index)
     return None
 
 
-def order_endpoints(index: DocumentIndex | None, source_id: str | None, ref: SourceRef | None) -> SourceRef | None:
-    """Return ``ref`` with its endpoints in document order.
-
-    Swaps only when ``ref`` belongs to ``source_id`` (the current source, which
-    ``index`` describes), both ids resolve, and the start sits later in the
-    document than the end. Anything else - forward, single-unit, wrong-source,
-    missing, non-positive or unresolved references - comes back unchanged, so
-    the strict validators still see and reject what cannot be safely ordered.
-    """
-    if ref is None or index is None or source_id != index.source_id or ref.source_id != source_id:
+def resolve(index: DocumentIndex, ref: SourceRef) -> SourceRef | None:
+    """``ref``'s resolved form: itself when it carries one from ``index``, else :func:`resolve_range`."""
+    if ref.index is index:
         return ref
-    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
-    if positions is None or positions[0] <= positions[1]:
-        return ref
-    return SourceRef(ref.source_id, ref.end_unit_id, ref.start_unit_id)
+    return resolve_range(index, ref.source_id, ref.start_unit_id, ref.end_unit_id)
 
 
 def span_within_chunk(index: DocumentIndex | None, chunk: Chunk | None, ref: SourceRef | None) -> bool:
-    """True when every unit of ``ref``'s inclusive document-ordered span is in ``chunk``.
+    """True when every unit of ``ref``'s inclusive document-ordered span is in ``chunk`` (SPEC §5.3).
 
     Source identity must match, endpoints resolve through the index (never by
     numeric order), and a reversed range is not a span: it returns False so
@@ -86,124 +109,113 @@ def span_within_chunk(index: DocumentIndex | None, chunk: Chunk | None, ref: Sou
     """
     if chunk is None or index is None or ref is None:
         return False
-    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
-    if positions is None:
-        return False
-    first, last = positions
-    if first > last:
-        return False
-    return chunk_contains_positions(chunk, first, last)
+    if ref.index is not index:
+        ref = resolve_range(index, ref.source_id, ref.start_unit_id, ref.end_unit_id)
+        if ref is None:
+            return False
+    first, last = ref.first, ref.last
+    return first <= last and chunk_contains_positions(chunk, first, last)
 
 
 def evidence_sort_key(index: DocumentIndex, ref: SourceRef) -> tuple:
-    """Document-position order; unresolvable refs sort last, stably by their text."""
-    positions = range_positions(index.source_id, index.positions, ref.source_id, ref.start_unit_id, ref.end_unit_id)
-    if positions is None:
+    """Document-position order of refs as given; unresolvable refs sort last, stably by their text."""
+    resolved = resolve(index, ref)
+    if resolved is None:
         return (1, 0, 0, repr((ref.source_id, ref.start_unit_id, ref.end_unit_id)))
-    return (0, positions[0], positions[1], "")
+    return (0, resolved.first, resolved.last, "")
 
 
-def evidence_sort_keys(index: DocumentIndex, refs: Iterable[SourceRef]) -> list[tuple]:
-    """``evidence_sort_key`` of each ref, without a call per ref to it: these run for every
-    record of every candidate."""
-    source_id, positions = index.source_id, index.positions
-    keys = []
+def earliest_start(index: DocumentIndex, refs: Iterable[SourceRef]) -> SourceRef | None:
+    """The resolved ref among ``refs`` whose start (as given) comes first in the document;
+    None when none resolves. Its ``first`` is the position, its ``start_unit_id`` the unit.
+
+    The ONE earliest-evidence rule: records are ordered by it, a reconciliation's entry
+    list is labelled by it, and the normalization invariant checks it.
+    """
+    best = None
     for ref in refs:
-        ref_source, start, end = ref.source_id, ref.start_unit_id, ref.end_unit_id
-        resolved = range_positions(source_id, positions, ref_source, start, end)
-        if resolved is None:
-            keys.append((1, 0, 0, repr((ref_source, start, end))))
-        else:
-            first, last = resolved
-            keys.append((0, first, last, ""))
-    return keys
-
-
-def canonical_evidence(index: DocumentIndex, source_id: str, refs: Iterable[SourceRef]) -> tuple[SourceRef, ...]:
-    """Order every endpoint pair, then sort by document position and de-duplicate."""
-    if source_id != index.source_id:  # order_endpoints leaves every ref as it is
-        ordered = set(refs)
-        return tuple(sorted(ordered, key=lambda ref: evidence_sort_key(index, ref)))
-    return canonical_spans(index, ((ref.source_id, ref.start_unit_id, ref.end_unit_id) for ref in refs))
-
-
-def canonical_spans(index: DocumentIndex, spans: Iterable[tuple[str | None, Any, Any]]) -> tuple[SourceRef, ...]:
-    """``canonical_evidence`` of refs given as (source_id, start, end), for the source ``index``
-    describes: endpoints ordered, sorted by document position, de-duplicated. A SourceRef is
-    built only for each range kept."""
-    source_id, positions = index.source_id, index.positions
-    keyed: dict[tuple, tuple] = {}  # (source_id, start, end) after ordering -> sort key; equal refs once
-    for span in spans:
-        ref_source, start, end = span
-        resolved = range_positions(source_id, positions, ref_source, start, end)
-        if resolved is None:
-            keyed.setdefault(span, (1, 0, 0, repr(span)))
-            continue
-        first, last = resolved
-        if first <= last:
-            keyed.setdefault(span, (0, first, last, ""))
-        else:  # the same range written backwards: lossless ordering
-            keyed.setdefault((ref_source, end, start), (0, last, first, ""))
-    if len(keyed) == 1:
-        ((ref_source, start, end),) = keyed
-        return (SourceRef(ref_source, start, end),)
-    # Keys are distinct for distinct refs (positions identify unit ids), so ties never arise.
-    return tuple(SourceRef(*span) for span, _ in sorted(keyed.items(), key=_second))
-
-
-def canonical_span(index: DocumentIndex, ref_source: str | None, start: Any, end: Any) -> tuple[SourceRef]:
-    """``canonical_spans`` of one range (most records cite one): its endpoints ordered, with
-    no sorting or de-duplication to do."""
-    resolved = range_positions(index.source_id, index.positions, ref_source, start, end)
-    if resolved is not None and resolved[0] > resolved[1]:  # written backwards: lossless ordering
-        return (SourceRef(ref_source, end, start),)
-    return (SourceRef(ref_source, start, end),)
-
-
-def _second(item: tuple) -> Any:
-    return item[1]
-
-
-def earliest_position(index: DocumentIndex, refs: Iterable[SourceRef]) -> tuple[int, int] | None:
-    """(document position, unit id) of the earliest resolvable start, or None."""
-    source_id, positions = index.source_id, index.positions
-    best: tuple[int, int] | None = None
-    for ref in refs:
-        start = ref.start_unit_id
-        resolved = range_positions(source_id, positions, ref.source_id, start, ref.end_unit_id)
-        if resolved is not None and (best is None or resolved[0] < best[0]):
-            best = (resolved[0], start)
+        if ref.index is not index:
+            ref = resolve_range(index, ref.source_id, ref.start_unit_id, ref.end_unit_id)
+            if ref is None:
+                continue
+        if best is None or ref.first < best.first:
+            best = ref
     return best
 
 
-def earliest_of_sort_keys(index: DocumentIndex, keys: list[tuple]) -> tuple[int, int] | None:
-    """``earliest_position`` of refs read from their ``evidence_sort_keys``, for a caller that
-    has them (the normalization invariants): resolvable keys sort first, by start position,
-    so the least key is the earliest start when it resolves."""
-    if not keys:
-        return None
-    least = min(keys)
-    if least[0]:
-        return None
-    return least[1], index.unit_ids_in_order[least[1]]
+def canonical_written(index: DocumentIndex, source_id: str, written: Sequence[Any]) -> tuple[tuple[SourceRef, ...], int]:
+    """A record's evidence as the model wrote it (items with ``start_unit_id`` and
+    ``end_unit_id``, cited in ``source_id``): its canonical evidence (each range resolved
+    once and put in document order, then de-duplicated and sorted by position), and how
+    many of the written ranges were backwards (each one counts, duplicates included).
+    """
+    if len(written) == 1:  # most records cite one range: nothing to sort or de-duplicate
+        (item,) = written
+        start, end = item.start_unit_id, item.end_unit_id
+        resolved = resolve_range(index, source_id, start, end)
+        if resolved is None:
+            return (SourceRef(source_id, start, end),), 0
+        if resolved.first > resolved.last:
+            return (resolved.ordered(),), 1
+        return (resolved,), 0
+    refs = []
+    for item in written:
+        start, end = item.start_unit_id, item.end_unit_id
+        refs.append(resolve_range(index, source_id, start, end) or SourceRef(source_id, start, end))
+    return _canonical(refs)
 
 
-def earliest_evidence_unit_id(index: DocumentIndex, refs: Iterable[SourceRef]) -> int | None:
-    """The unit id of the earliest resolvable start position, or None."""
-    best = earliest_position(index, refs)
-    return None if best is None else best[1]
+def canonical_evidence(index: DocumentIndex, source_id: str | None, refs: Iterable[SourceRef]) -> tuple[SourceRef, ...]:
+    """Refs put in document order when they cite ``source_id`` (the source ``index``
+    describes; with another, none is reordered), then de-duplicated and sorted by position."""
+    if source_id != index.source_id:
+        return tuple(sorted(set(refs), key=lambda ref: evidence_sort_key(index, ref)))
+    return _canonical([resolve(index, ref) or _unresolved(ref) for ref in refs])[0]
 
 
-def evidence_is_canonical(index: DocumentIndex, refs: tuple[SourceRef, ...]) -> bool:
+def _unresolved(ref: SourceRef) -> SourceRef:
+    """``ref`` without a resolution (it may carry one from another source's index)."""
+    return ref if ref.first is None else SourceRef(ref.source_id, ref.start_unit_id, ref.end_unit_id)
+
+
+def _canonical(refs: list[SourceRef]) -> tuple[tuple[SourceRef, ...], int]:
+    """Canonical evidence of ``refs``, each resolved or not resolvable (no position), and how many
+    were backwards. Equal ranges after ordering are kept once, the first written; their
+    sort keys are distinct (positions identify unit ids), so the sort never meets a tie."""
+    kept: dict[tuple, tuple] = {}  # (source_id, start, end) in document order -> (sort key, ref)
+    backwards = 0
+    for ref in refs:
+        first = ref.first
+        if first is None:  # not resolvable
+            triple = (ref.source_id, ref.start_unit_id, ref.end_unit_id)
+            if triple not in kept:
+                kept[triple] = ((1, 0, 0, repr(triple)), ref)
+            continue
+        last = ref.last
+        if first <= last:
+            triple = (ref.source_id, ref.start_unit_id, ref.end_unit_id)
+            if triple not in kept:
+                kept[triple] = ((0, first, last, ""), ref)
+        else:  # the same range written backwards: lossless ordering
+            backwards += 1
+            triple = (ref.source_id, ref.end_unit_id, ref.start_unit_id)
+            if triple not in kept:
+                kept[triple] = ((0, last, first, ""), ref.ordered())
+    if len(kept) == 1:
+        ((_, ref),) = kept.values()
+        return (ref,), backwards
+    return tuple(ref for _, ref in sorted(kept.values(), key=_key)), backwards
+
+
+def _key(item: tuple) -> tuple:
+    return item[0]
+
+
+def evidence_is_canonical(index: DocumentIndex, refs: Sequence[SourceRef]) -> bool:
     """Normalization invariant: forward, sorted by document position, no duplicates."""
-    return sort_keys_are_canonical(evidence_sort_keys(index, refs), refs)
-
-
-def sort_keys_are_canonical(keys: list[tuple], refs: tuple[SourceRef, ...]) -> bool:
-    """``evidence_is_canonical`` of ``refs`` given their ``evidence_sort_keys``."""
-    if len(keys) == 1:
-        key = keys[0]
-        return key[0] == 1 or key[1] <= key[2]
-    forward = all(k[0] == 1 or k[1] <= k[2] for k in keys)
-    return (forward and keys == sorted(keys)
+    if len(refs) == 1:
+        resolved = resolve(index, refs[0])
+        return resolved is None or resolved.first <= resolved.last
+    keys = [evidence_sort_key(index, ref) for ref in refs]
+    return (all(k[0] == 1 or k[1] <= k[2] for k in keys) and keys == sorted(keys)
             and len({(r.source_id, r.start_unit_id, r.end_unit_id) for r in refs}) == len(refs))

@@ -17,8 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.evaluate import reordered_ranges
-from domain.evidence import SourceRef, order_endpoints
+from domain.evaluate import evaluate_response
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext
 from domain.manifest import build_manifest
@@ -74,18 +73,46 @@ def test_every_evaluation_row_says_how_many_ranges_were_reordered():
             assert row["endpoints_reordered"] == 0
 
 
-@given(ranges=st.lists(st.tuples(st.sampled_from([*IDS, 99, 0, -1]), st.sampled_from([*IDS, 99, 0, -1])),
-                       min_size=1, max_size=6))
-def test_reordered_ranges_counts_exactly_the_swaps_order_endpoints_makes(ranges):
+EXTRACTION_FAMILIES = sorted(key for key, spec in FAMILIES.items() if spec.chunk_kind == "extraction")
+
+
+def minimal_record(schema: dict) -> object:
+    """A valid value for an LLM schema node: the first enum value, null where allowed, a blank-free
+    text, 1, false, an empty list (evidence is replaced by the caller)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    if "null" in kinds:
+        return None
+    kind = kinds[0]
+    if kind == "object":
+        return {name: minimal_record(sub) for name, sub in schema["properties"].items()}
+    return {"string": "Grog", "integer": 1, "boolean": False, "array": []}[kind]
+
+
+@settings(max_examples=150, deadline=None)
+@given(family=st.sampled_from(EXTRACTION_FAMILIES),
+       records=st.lists(st.lists(st.tuples(st.sampled_from([*IDS, 99, 0, -1]), st.sampled_from([*IDS, 99, 0, -1])),
+                                 min_size=1, max_size=4), min_size=1, max_size=3))
+def test_endpoints_reordered_counts_exactly_the_ranges_written_backwards(family, records):
+    """Every extraction family, every record: each written range whose endpoints both resolve and
+    run backwards in document order counts once (a duplicate too); nothing else counts."""
+    from domain.assets import llm_schema_path, load_json_asset
+
     transcript = parse_transcript(orjson.dumps(transcript_record("S1")))
-    spec = FAMILIES["spells"]
-    response = spec.response_model.model_validate_json(orjson.dumps({"spells": [
-        {"spell_name": "Shield", "caster_name": "LIAM", "cast": {"level": 1, "as_ritual": False, "target_names": []},
-         "evidence": [{"start_unit_id": a, "end_unit_id": b} for a, b in ranges]}]}))
+    spec = FAMILIES[family]
+    item_schema = load_json_asset(llm_schema_path(family))["properties"][spec.list_field]["items"]
+    items = []
+    for ranges in records:
+        item = minimal_record(item_schema)
+        item["evidence"] = [{"start_unit_id": a, "end_unit_id": b} for a, b in ranges]
+        items.append(item)
     ctx = EvaluationContext(transcript, transcript.chunk("x-1"))
-    refs = [SourceRef("S1", a, b) for a, b in ranges]
-    expected = sum(order_endpoints(transcript.index, "S1", ref) != ref for ref in refs)
-    assert reordered_ranges(spec, response, ctx) == expected
+    result = evaluate_response(spec, orjson.dumps({spec.list_field: items}).decode(), ctx)
+    position = transcript.index.position
+    expected = sum(position(a) is not None and position(b) is not None and position(a) > position(b)
+                   for ranges in records for a, b in ranges)
+    assert result.adapted is not None and result.endpoints_reordered == expected
 
 
 def simulated_archive(root: Path, seed: int, candidates: int) -> tuple[str, str]:

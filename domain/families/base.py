@@ -113,6 +113,9 @@ class Adapted:
 
     records: tuple[Any, ...]
     earliest_evidence_unit_id: int | None
+    # Cited ranges, as the response wrote them, that endpoint ordering swapped (SPEC §5 step 3;
+    # every one counts, duplicates included). Only the extraction adapters order endpoints.
+    endpoints_reordered: int = 0
 
 
 class Adapter(Protocol):
@@ -181,7 +184,3 @@ def _policy_fingerprint(spec: FamilySpec) -> str:
         "extras": spec.policy_extras,
     }
     return "sha256:" + hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def evidence_records(refs: tuple[SourceRef, ...]) -> list[dict]:
-    return [ref.as_record() for ref in refs]

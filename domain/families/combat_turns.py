@@ -7,9 +7,9 @@ from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
-from domain.families.common import adapt_evidence, cited, order_records, raw_text, source_reference_issues
+from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
-from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
+from domain.issues import Issue, quote_name, render_number
 from domain.source import Transcript
 
 KEY = "combat-turns"
@@ -49,12 +49,12 @@ class TurnRecord:
 
 
 def adapt(response: CombatTurnsResponse, transcript: Transcript) -> Adapted:
+    evidence = EvidenceAdapter(transcript)
     records = [
-        TurnRecord(item.round, item.actor_name, item.turn_kind, item.target_names,
-                   adapt_evidence(transcript, item.evidence))
+        TurnRecord(item.round, item.actor_name, item.turn_kind, item.target_names, evidence(item.evidence))
         for item in response.turns
     ]
-    return order_records(transcript.index, records)
+    return evidence.adapted(records)
 
 
 def _subject(actor_name: str | None, round_value: Any) -> str:
@@ -73,39 +73,27 @@ _ROUND_FIX = "Give the combat round the turn belongs to: 1 for the first round, 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """Actor named, target names non-blank, round >= 1, an attack names a target - every defect, one pass."""
-    out = IssueCollector("combat_turns.shape")
+    out = RecordIssues("combat_turns.shape", LIST_FIELD, subject, ctx.transcript.index)
     for n, rec in enumerate(adapted.records):
-        blank_actor_name = not rec.actor_name.strip()
-        blank_target_name = any(not name.strip() for name in rec.target_names)
-        round_below_one = rec.round < FIRST_ROUND
-        round_out_of_range = rec.round > MAX_ROUND
-        attack_without_target = (rec.turn_kind in TARGETED_KINDS
-                                 and not any(name.strip() for name in rec.target_names))
-        if not (blank_actor_name or blank_target_name or round_below_one or round_out_of_range
-                or attack_without_target):
-            continue  # the usual case: no subject or ranges to render
-        who, where, ranges = subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if blank_actor_name:
-            out.add("blank_actor_name", f"{where}.actor_name", "blank actor_name",
-                    Correction(who, ranges, "`actor_name` is blank.",
-                               "Name who takes the turn, as the transcript names them."))
-        if blank_target_name:
-            out.add("blank_target_name", f"{where}.target_names", "blank entry in target_names",
-                    Correction(who, ranges, "`target_names` contains a blank name.",
-                               "Name each target as the transcript does and remove blank entries."))
-        if round_below_one:
-            out.add("round_below_one", f"{where}.round", f"round {render_number(rec.round)} < {FIRST_ROUND}",
-                    Correction(who, ranges, f"`round` is {render_number(rec.round)}, but rounds are counted from 1.",
-                               _ROUND_FIX))
-        elif round_out_of_range:
-            out.add("round_out_of_range", f"{where}.round", "round exceeds the durable long range",
-                    Correction(who, ranges, "`round` is far larger than any combat round.", _ROUND_FIX))
-        if attack_without_target:
-            out.add("attack_without_target", f"{where}.target_names",
-                    f"turn_kind {rec.turn_kind} with no non-blank target",
-                    Correction(who, ranges, f"It is an `{rec.turn_kind}` turn but `target_names` names nobody.",
-                               f"Name at least one target of the {rec.turn_kind} in `target_names`, or use the "
-                               f"`turn_kind` that fits when nobody is attacked."))
+        if not rec.actor_name.strip():
+            out.add_for(n, rec, "blank_actor_name", ".actor_name", "blank actor_name", "`actor_name` is blank.",
+                        "Name who takes the turn, as the transcript names them.")
+        if any(not name.strip() for name in rec.target_names):
+            out.add_for(n, rec, "blank_target_name", ".target_names", "blank entry in target_names",
+                        "`target_names` contains a blank name.",
+                        "Name each target as the transcript does and remove blank entries.")
+        if rec.round < FIRST_ROUND:
+            out.add_for(n, rec, "round_below_one", ".round", f"round {render_number(rec.round)} < {FIRST_ROUND}",
+                        f"`round` is {render_number(rec.round)}, but rounds are counted from 1.", _ROUND_FIX)
+        elif rec.round > MAX_ROUND:
+            out.add_for(n, rec, "round_out_of_range", ".round", "round exceeds the durable long range",
+                        "`round` is far larger than any combat round.", _ROUND_FIX)
+        if rec.turn_kind in TARGETED_KINDS and not any(name.strip() for name in rec.target_names):
+            out.add_for(n, rec, "attack_without_target", ".target_names",
+                        f"turn_kind {rec.turn_kind} with no non-blank target",
+                        f"It is an `{rec.turn_kind}` turn but `target_names` names nobody.",
+                        f"Name at least one target of the {rec.turn_kind} in `target_names`, or use the "
+                        f"`turn_kind` that fits when nobody is attacked.")
     return out.issues()
 
 

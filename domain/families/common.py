@@ -1,5 +1,6 @@
-"""Mechanics several families share: evidence adaptation, the source-reference
-validator, registry identity and membership, and structural (schema) guidance.
+"""Mechanics several families share: evidence adaptation, the lazy naming of a
+record in guidance, the source-reference validator, registry identity and
+membership, and structural (schema) guidance.
 
 These are rules the families have in common (SPEC §4/§5), written once. Family
 modules pass in what differs: the record's transcript-grounded subject and the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Container, Sequence
 
 import orjson
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every proces
     from jsonschema import Draft202012Validator
 
 from domain.assets import llm_schema_path, load_json_asset
-from domain.evidence import SourceRef, canonical_span, canonical_spans, earliest_position, span_within_chunk
+from domain.evidence import SourceRef, canonical_written, earliest_start, resolve, span_within_chunk
 from domain.families.base import Adapted, EvaluationContext, Evidence, fold_name
 from domain.issues import (
     Correction,
@@ -36,35 +37,99 @@ from domain.source import Chunk, DocumentIndex, Transcript, chunk_contains_posit
 
 # --- adaptation -----------------------------------------------------------------
 
-def adapt_evidence(transcript: Transcript, evidence: Sequence[Evidence]) -> tuple[SourceRef, ...]:
-    """Model evidence -> canonical source references of the current source.
+class EvidenceAdapter:
+    """One candidate's evidence, adapted record by record: every extraction adapter
+    builds its records' evidence through one of these.
 
-    Every extraction adapter goes through here: endpoints ordered by document
-    position (the same rule as the shared ``order_endpoints``), then sorted and
-    de-duplicated (``canonical_evidence``, without a SourceRef per range written).
+    ``adapter(item.evidence)`` is the record's canonical evidence (``canonical_written``:
+    each range the model wrote resolved once, put in document order, de-duplicated and
+    sorted); ``adapter.adapted(records)`` orders the records (:func:`order_records`) and
+    carries how many ranges were written backwards, the candidate's ``endpoints_reordered``.
     """
-    source_id = transcript.source_id
-    if len(evidence) == 1:
-        (item,) = evidence
-        return canonical_span(transcript.index, source_id, item.start_unit_id, item.end_unit_id)
-    return canonical_spans(transcript.index, ((source_id, item.start_unit_id, item.end_unit_id) for item in evidence))
+
+    __slots__ = ("_index", "_source_id", "_reordered")
+
+    def __init__(self, transcript: Transcript) -> None:
+        self._index = transcript.index
+        self._source_id = transcript.source_id
+        self._reordered = 0
+
+    def __call__(self, evidence: Sequence[Evidence]) -> tuple[SourceRef, ...]:
+        refs, backwards = canonical_written(self._index, self._source_id, evidence)
+        if backwards:
+            self._reordered += backwards
+        return refs
+
+    def adapted(self, records: Sequence[Any]) -> Adapted:
+        return order_records(self._index, records, self._reordered)
 
 
-def order_records(index: DocumentIndex, records: Sequence[Any]) -> Adapted:
+def order_records(index: DocumentIndex, records: Sequence[Any], endpoints_reordered: int = 0) -> Adapted:
     """Records by earliest evidence (ties keep response order) and the overall earliest unit."""
     keyed = []
     for n, record in enumerate(records):
-        best = earliest_position(index, record.evidence)
-        keyed.append(((best is None, best[0] if best is not None else 0, n), record, best))
+        best = earliest_start(index, record.evidence)
+        keyed.append(((best is None, best.first if best is not None else 0, n), record, best))
     keyed.sort(key=_first)
     ordered = tuple(record for _, record, _ in keyed)
     # The earliest start over all records is the first record's (positions identify unit ids).
     earliest = keyed[0][2] if keyed else None
-    return Adapted(ordered, None if earliest is None else earliest[1])
+    return Adapted(ordered, None if earliest is None else earliest.start_unit_id, endpoints_reordered)
 
 
 def _first(item: tuple) -> Any:
     return item[0]
+
+
+# --- naming a record in guidance, lazily ------------------------------------------------
+
+def evidence_ranges(record: Any, known: Container) -> str:
+    """A record's cited ranges in model words (its ``evidence``)."""
+    return cited(record.evidence, known)
+
+
+class RecordIssues(IssueCollector):
+    """The issues one validator finds in a candidate's records, each record named lazily.
+
+    The ONE way a validator that walks records builds its corrections: it tests each
+    rule and calls :meth:`add_for` for each one broken. A record's subject
+    (``subject_of(record)``, its transcript-grounded name) and its cited ranges
+    (``ranges_of(record, known)``) are built on its first issue and reused for the
+    next, so a record that breaks no rule costs only its tests: no validator keeps a
+    list of its flags to decide whether a record needs naming.
+    """
+
+    __slots__ = ("list_field", "known", "subject_of", "ranges_of", "_named", "_subject", "_ranged", "_ranges")
+
+    def __init__(self, validator: str, list_field: str, subject_of: Callable[[Any], str], known: Container = (),
+                 ranges_of: Callable[[Any, Container], str] = evidence_ranges) -> None:
+        super().__init__(validator)
+        self.list_field = list_field
+        self.known = known  # the transcript's index: its unit ids are written exactly
+        self.subject_of = subject_of
+        self.ranges_of = ranges_of
+        self._named = self._ranged = None  # the record whose subject / ranges are held
+        self._subject = self._ranges = ""
+
+    def subject(self, record: Any) -> str:
+        if record is not self._named:
+            self._subject = self.subject_of(record)
+            self._named = record
+        return self._subject
+
+    def ranges(self, record: Any) -> str:
+        if record is not self._ranged:
+            self._ranges = self.ranges_of(record, self.known)
+            self._ranged = record
+        return self._ranges
+
+    def add_for(self, n: int, record: Any, reason_code: str, field: str, message: str, problem: str,
+                fix: str) -> None:
+        """One broken rule of ``record``, the ``n``-th of the response's list, at
+        ``<list_field>[n]<field>``: the operator ``message``, and for the model the
+        record's subject and cited ranges with the family's ``problem`` and ``fix``."""
+        self.add(reason_code, f"{self.list_field}[{n}]{field}", message,
+                 Correction(self.subject(record), self.ranges(record), problem, fix))
 
 
 # --- source references -----------------------------------------------------------
@@ -78,108 +143,90 @@ def chunk_extent(chunk: Chunk) -> str:
 MAX_UNITS_SHOWN = 3
 
 
-Subject = str | Callable[[], str]
-
-
-def subject_text(subject: Subject) -> str:
-    """A record's subject, built only when an issue needs it (callers pass a function)."""
-    return subject if isinstance(subject, str) else subject()
-
-
-def check_source_references(
-    collector: IssueCollector,
-    ctx: EvaluationContext,
-    subject: Subject,
-    refs: Sequence[SourceRef],
-    location: str,
-) -> None:
-    """Strict source-reference rule shared by the nine extraction families.
-
-    Every cited span must resolve in the current source and lie wholly inside
-    the chunk the model saw (``span_within_chunk``). Reversed ranges that reach
-    this point (another producer, an application bug) are rejected, not fixed.
-    ``subject`` may be a function: it is called only when a range fails.
-    """
-    index, chunk = ctx.transcript.index, ctx.chunk
-    for n, ref in enumerate(refs):
-        if span_within_chunk(index, chunk, ref):
-            continue
-        where = f"{location}.evidence[{n}]"
-        if ref.source_id != index.source_id:
-            # The model writes unit ids only; adapters cite the current source. A range of
-            # another source is our bug, so it is reported to operators, never to the producer.
-            collector.add("foreign_source", where,
-                          f"evidence cites source {ref.source_id!r}, not the current source {index.source_id!r}", None)
-            continue
-        subject = subject_text(subject)
-        cited = render_range(ref.start_unit_id, ref.end_unit_id, index)
-        extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
-        unresolved = list(dict.fromkeys(u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None))
-        if unresolved:
-            collector.add(
-                "unresolved_unit",
-                where,
-                f"evidence endpoint(s) {unresolved!r} do not resolve in source {ctx.transcript.source_id}",
-                Correction(subject, cited,
-                           f"It cites {render_units(unresolved, index)}, which {is_are(len(unresolved))} not in the "
-                           f"transcript excerpt.",
-                           f"Cite only unit ids shown in the excerpt ({extent})."),
-            )
-            continue
-        first, last = index.position(ref.start_unit_id), index.position(ref.end_unit_id)
-        if first > last:
-            collector.add(
-                "reversed_range",
-                where,
-                f"evidence start {ref.start_unit_id} comes after end {ref.end_unit_id} in document order",
-                Correction(subject, cited, "Its range starts at a later unit than it ends.",
-                           "Give the earlier unit as `start_unit_id` and the later one as `end_unit_id`."),
-            )
-        elif (chunk is not None and chunk_contains_positions(chunk, first, first)
-              and chunk_contains_positions(chunk, last, last)):
-            # Both ends are in the excerpt, but it has a gap between them: name the missing units.
-            gap, total = chunk_missing_positions(chunk, first, last, MAX_UNITS_SHOWN)
-            missing = [index.unit_ids_in_order[pos] for pos in gap]
-            collector.add(
-                "span_outside_chunk",
-                where,
-                f"evidence span {ref.start_unit_id}..{ref.end_unit_id} crosses {total} unit(s) missing from chunk "
-                f"{chunk.chunk_id}",
-                Correction(subject, cited,
-                           f"Its range includes {render_units(missing, index, total)}, which "
-                           f"{is_are(total)} not in the transcript excerpt you were given.",
-                           "Cite only units inside the excerpt: split the range around the missing "
-                           f"unit{'s' if total != 1 else ''}, or drop the record if it has no other evidence."),
-            )
-        else:
-            collector.add(
-                "span_outside_chunk",
-                where,
-                f"evidence span {ref.start_unit_id}..{ref.end_unit_id} is not wholly inside chunk "
-                f"{chunk.chunk_id if chunk else None}",
-                Correction(subject, cited, "Its range reaches beyond the transcript excerpt you were given.",
-                           f"Cite only units inside the excerpt ({extent}), or drop the record if it has none."),
-            )
-
-
 def source_reference_issues(
     validator: str, ctx: EvaluationContext, records: Sequence[Any], subject_of: Callable[[Any], str], list_field: str,
 ) -> tuple[Issue, ...]:
-    """:func:`check_source_references` over every record of a candidate (each has ``evidence``),
-    a record's ranges located at ``<list_field>[n].evidence[i]``: the validator of the nine
-    extraction families. A record whose every range lies inside the chunk costs one
-    containment test per range; its subject and location are built only for a record with a
-    range that does not."""
+    """The strict source-reference rule shared by the nine extraction families (SPEC §5.3),
+    over every record of a candidate (each has ``evidence``); a record's ranges are located
+    at ``<list_field>[n].evidence[i]``.
+
+    Every cited span must resolve in the current source and lie wholly inside the chunk
+    the model saw (``span_within_chunk``, asked once per range). Reversed ranges that
+    reach this point (another producer, an application bug) are rejected, not fixed. A
+    record whose every range passes costs one containment test per range; its subject
+    is built only for a range that fails.
+    """
     index, chunk = ctx.transcript.index, ctx.chunk
-    out: IssueCollector | None = None
-    for n, rec in enumerate(records):
-        for ref in rec.evidence:
+    out = RecordIssues(validator, list_field, subject_of, index)
+    for n, record in enumerate(records):
+        i = 0
+        for ref in record.evidence:
             if not span_within_chunk(index, chunk, ref):
-                if out is None:
-                    out = IssueCollector(validator)
-                check_source_references(out, ctx, partial(subject_of, rec), rec.evidence, f"{list_field}[{n}]")
-                break
-    return () if out is None else out.issues()
+                _reference_issue(out, ctx, n, record, i, ref)
+            i += 1
+    return out.issues()
+
+
+def _reference_issue(out: RecordIssues, ctx: EvaluationContext, n: int, record: Any, i: int, ref: SourceRef) -> None:
+    """The wording of the ``i``-th range of a record, which is not wholly inside the chunk."""
+    index, chunk = ctx.transcript.index, ctx.chunk
+    where = f"{out.list_field}[{n}].evidence[{i}]"
+    if ref.source_id != index.source_id:
+        # The model writes unit ids only; adapters cite the current source. A range of
+        # another source is our bug, so it is reported to operators, never to the producer.
+        out.add("foreign_source", where,
+                f"evidence cites source {ref.source_id!r}, not the current source {index.source_id!r}", None)
+        return
+    subject = out.subject(record)
+    cited_range = render_range(ref.start_unit_id, ref.end_unit_id, index)
+    extent = chunk_extent(chunk) if chunk is not None else "the excerpt"
+    resolved = resolve(index, ref)
+    if resolved is None:
+        unresolved = list(dict.fromkeys(u for u in (ref.start_unit_id, ref.end_unit_id) if index.position(u) is None))
+        out.add(
+            "unresolved_unit",
+            where,
+            f"evidence endpoint(s) {unresolved!r} do not resolve in source {ctx.transcript.source_id}",
+            Correction(subject, cited_range,
+                       f"It cites {render_units(unresolved, index)}, which {is_are(len(unresolved))} not in the "
+                       f"transcript excerpt.",
+                       f"Cite only unit ids shown in the excerpt ({extent})."),
+        )
+        return
+    first, last = resolved.first, resolved.last
+    if first > last:
+        out.add(
+            "reversed_range",
+            where,
+            f"evidence start {ref.start_unit_id} comes after end {ref.end_unit_id} in document order",
+            Correction(subject, cited_range, "Its range starts at a later unit than it ends.",
+                       "Give the earlier unit as `start_unit_id` and the later one as `end_unit_id`."),
+        )
+    elif (chunk is not None and chunk_contains_positions(chunk, first, first)
+          and chunk_contains_positions(chunk, last, last)):
+        # Both ends are in the excerpt, but it has a gap between them: name the missing units.
+        gap, total = chunk_missing_positions(chunk, first, last, MAX_UNITS_SHOWN)
+        missing = [index.unit_ids_in_order[pos] for pos in gap]
+        out.add(
+            "span_outside_chunk",
+            where,
+            f"evidence span {ref.start_unit_id}..{ref.end_unit_id} crosses {total} unit(s) missing from chunk "
+            f"{chunk.chunk_id}",
+            Correction(subject, cited_range,
+                       f"Its range includes {render_units(missing, index, total)}, which "
+                       f"{is_are(total)} not in the transcript excerpt you were given.",
+                       "Cite only units inside the excerpt: split the range around the missing "
+                       f"unit{'s' if total != 1 else ''}, or drop the record if it has no other evidence."),
+        )
+    else:
+        out.add(
+            "span_outside_chunk",
+            where,
+            f"evidence span {ref.start_unit_id}..{ref.end_unit_id} is not wholly inside chunk "
+            f"{chunk.chunk_id if chunk else None}",
+            Correction(subject, cited_range, "Its range reaches beyond the transcript excerpt you were given.",
+                       f"Cite only units inside the excerpt ({extent}), or drop the record if it has none."),
+        )
 
 
 def cited(refs: Sequence[SourceRef], known: Container = ()) -> str:
@@ -190,60 +237,44 @@ def cited(refs: Sequence[SourceRef], known: Container = ()) -> str:
 
 # --- registries: identity and membership ------------------------------------------------
 
-def check_registry_identity(
-    collector: IssueCollector,
-    noun: str,
-    names_by_record: Sequence[tuple[Subject, str, tuple[str, ...], Sequence[SourceRef]]],
-    list_field: str,
-    known: Container = (),
-) -> None:
+def check_registry_identity(out: RecordIssues, noun: str, records: Sequence[Any]) -> None:
     """Names and aliases are non-blank and unique across entries after folding.
 
-    ``names_by_record`` holds (subject, name, aliases, evidence) per record in
-    adapted order; a subject may be a function, called only when a problem needs it. Entries are told apart by position, not by subject text, so
-    two identical entries still clash; a name repeated inside one entry does not.
-    Every clash is reported, naming both records and their cited ranges.
+    ``records`` (each with ``name``, ``aliases`` and ``evidence``) are in adapted order.
+    Entries are told apart by position, not by subject text, so two identical entries
+    still clash; a name repeated inside one entry does not. Every clash is reported,
+    naming both records and their cited ranges.
     """
     owner: dict[str, int] = {}
-    rendered: dict[int, str] = {}  # a record's cited ranges, rendered once and only when a problem needs them
-
-    def ranges_of(k: int) -> str:
-        if k not in rendered:
-            rendered[k] = cited(names_by_record[k][3], known)
-        return rendered[k]
-
-    for n, (subject, name, aliases, refs) in enumerate(names_by_record):
-        for field_name, value in [("name", name)] + [("aliases", alias) for alias in aliases]:
+    holders: dict[int, str] = {}  # an earlier record's cited ranges, rendered once however many names it clashes on
+    for n, record in enumerate(records):
+        for field_name, value in [("name", record.name)] + [("aliases", alias) for alias in record.aliases]:
             folded = fold_name(value)
             if not folded:
-                collector.add("blank_name", f"{list_field}[{n}].{field_name}", f"blank {field_name}",
-                              Correction(subject_text(subject), ranges_of(n), f"Its `{field_name}` contains a blank entry.",
-                                         f"Give every {noun} a non-blank `name` and remove blank `aliases`."))
+                out.add_for(n, record, "blank_name", f".{field_name}", f"blank {field_name}",
+                            f"Its `{field_name}` contains a blank entry.",
+                            f"Give every {noun} a non-blank `name` and remove blank `aliases`.")
                 continue
             first = owner.setdefault(folded, n)
             if first != n:
-                other_subject = subject_text(names_by_record[first][0])
-                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({ranges_of(first)})"
-                collector.add(
-                    "duplicate_name", f"{list_field}[{n}].{field_name}",
-                    f"name {value!r} repeats {list_field}[{first}]",
-                    Correction(subject_text(subject), ranges_of(n), f"Its {field_name} {quote_name(value)} is also used by {other}.",
-                               f"Each name or alias must belong to exactly one {noun}: merge the two entries "
-                               f"or remove the repeated name."),
-                )
+                holder = records[first]
+                if first not in holders:
+                    holders[first] = out.ranges_of(holder, out.known)
+                other_subject = out.subject_of(holder)
+                other = f"{other_subject[:1].lower()}{other_subject[1:]} ({holders[first]})"
+                out.add_for(n, record, "duplicate_name", f".{field_name}", f"name {value!r} repeats {out.list_field}[{first}]",
+                            f"Its {field_name} {quote_name(value)} is also used by {other}.",
+                            f"Each name or alias must belong to exactly one {noun}: merge the two entries "
+                            f"or remove the repeated name.")
 
 
-def check_membership(
-    collector: IssueCollector, ctx: EvaluationContext, noun: str, subject: Subject, name: str, location: str,
-    refs: Sequence[SourceRef],
-) -> None:
+def check_membership(out: RecordIssues, ctx: EvaluationContext, noun: str, n: int, record: Any, name: str,
+                     field: str) -> None:
     """An occurrence must name a member of the source's accepted registry."""
     if ctx.registry is not None and not ctx.registry.knows(name):
-        collector.add(
-            "not_in_registry", location, f"{name!r} is not in the accepted {ctx.registry.kind} registry",
-            Correction(subject_text(subject), cited(refs, ctx.transcript.index), f"{quote_name(name)} is not a known {noun} of this transcript.",
-                       f"Use the exact name or alias of a known {noun}, or leave the occurrence out."),
-        )
+        out.add_for(n, record, "not_in_registry", field, f"{name!r} is not in the accepted {ctx.registry.kind} registry",
+                    f"{quote_name(name)} is not a known {noun} of this transcript.",
+                    f"Use the exact name or alias of a known {noun}, or leave the occurrence out.")
 
 
 # --- structural failures: schema errors as contextual guidance --------------------------

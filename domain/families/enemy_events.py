@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, StrictModel, fold_name
-from domain.families.common import adapt_evidence, cited, order_records, raw_text, source_reference_issues
+from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_ranges
 from domain.source import Transcript
@@ -42,9 +42,9 @@ class EventRecord:
 
 
 def adapt(response: EnemyEventsResponse, transcript: Transcript) -> Adapted:
-    records = [EventRecord(item.enemy_name, item.kind, adapt_evidence(transcript, item.evidence))
-               for item in response.events]
-    return order_records(transcript.index, records)
+    evidence = EvidenceAdapter(transcript)
+    records = [EventRecord(item.enemy_name, item.kind, evidence(item.evidence)) for item in response.events]
+    return evidence.adapted(records)
 
 
 def _subject(enemy_name: str | None, kind: str | None) -> str:
@@ -59,12 +59,11 @@ def subject(record: EventRecord) -> str:
 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    out = IssueCollector("enemy_events.shape")
+    out = RecordIssues("enemy_events.shape", LIST_FIELD, subject, ctx.transcript.index)
     for n, rec in enumerate(adapted.records):
         if not rec.enemy_name.strip():
-            out.add("blank_enemy_name", f"{LIST_FIELD}[{n}].enemy_name", "blank enemy_name",
-                    Correction(subject(rec), cited(rec.evidence, ctx.transcript.index), "`enemy_name` is blank.",
-                               "Name the enemy as the transcript does."))
+            out.add_for(n, rec, "blank_enemy_name", ".enemy_name", "blank enemy_name", "`enemy_name` is blank.",
+                        "Name the enemy as the transcript does.")
     return out.issues()
 
 

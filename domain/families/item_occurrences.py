@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from domain.families.base import Adapted, EvaluationContext, EvidenceList, StrictModel
-from domain.families.common import cited
+from domain.families.common import RecordIssues
 from domain.families.occurrence_family import LIST_FIELD, OccurrenceFamily
-from domain.issues import Correction, Issue, IssueCollector
+from domain.issues import Issue
 
 KEY = "item-occurrences"
 
@@ -45,26 +45,21 @@ FAMILY = OccurrenceFamily(
 
 def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """acquired/transferred need a holder; a holder is never blank text - every record, one pass."""
-    out = IssueCollector(f"{KEY}.holder")
+    out = RecordIssues(f"{KEY}.holder", LIST_FIELD, FAMILY.subject, ctx.transcript.index)
     for n, rec in enumerate(adapted.records):
         holder = rec.holder_name
         blank_holder = holder is not None and not holder.strip()
-        holder_required = rec.kind in NEEDS_HOLDER and (holder is None or blank_holder)
-        if not (holder_required or blank_holder):
-            continue  # a holder named, or none where none is needed
-        who, where, ranges = FAMILY.subject(rec), f"{LIST_FIELD}[{n}].holder_name", cited(rec.evidence, ctx.transcript.index)
-        if holder_required:
+        if rec.kind in NEEDS_HOLDER and (holder is None or blank_holder):
             missing = "blank" if blank_holder else "null"
-            out.add("holder_required", where, f"kind {rec.kind} with {missing} holder_name",
-                    Correction(who, ranges,
-                               f"`holder_name` is {missing}, but an item that is {rec.kind} always has a holder.",
-                               f"Set `holder_name` to the name of {NEEDS_HOLDER[rec.kind]}, as the transcript "
-                               f"names them; if the excerpt does not say, use another `kind` or leave the "
-                               f"occurrence out."))
-        else:
-            out.add("blank_holder_name", where, "blank holder_name",
-                    Correction(who, ranges, "`holder_name` is blank text.",
-                               "Give the name of who holds the item, or null when the excerpt does not say."))
+            out.add_for(n, rec, "holder_required", ".holder_name", f"kind {rec.kind} with {missing} holder_name",
+                        f"`holder_name` is {missing}, but an item that is {rec.kind} always has a holder.",
+                        f"Set `holder_name` to the name of {NEEDS_HOLDER[rec.kind]}, as the transcript "
+                        f"names them; if the excerpt does not say, use another `kind` or leave the "
+                        f"occurrence out.")
+        elif blank_holder:
+            out.add_for(n, rec, "blank_holder_name", ".holder_name", "blank holder_name",
+                        "`holder_name` is blank text.",
+                        "Give the name of who holds the item, or null when the excerpt does not say.")
     return out.issues()
 
 

@@ -15,7 +15,6 @@ extra validators for what only it knows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from domain.evidence import SourceRef
@@ -27,16 +26,9 @@ from domain.families.base import (
     StrictModel,
     Validator,
 )
-from domain.families.common import (
-    adapt_evidence,
-    check_membership,
-    cited,
-    order_records,
-    raw_text,
-    source_reference_issues,
-)
+from domain.families.common import EvidenceAdapter, RecordIssues, check_membership, raw_text, source_reference_issues
 from domain.frozen import quick_init
-from domain.issues import Correction, Issue, IssueCollector, quote_name
+from domain.issues import Issue, quote_name
 from domain.source import Transcript
 
 LIST_FIELD = "occurrences"
@@ -86,39 +78,38 @@ class OccurrenceFamily:
     # --- adaptation ----------------------------------------------------------------------
 
     def adapt(self, response: StrictModel, transcript: Transcript) -> Adapted:
+        evidence = EvidenceAdapter(transcript)
         records = [
             OccurrenceRecord(
                 getattr(item, self.name_field),
                 item.kind,
                 getattr(item, "holder_name", None) if self.has_holder else None,
-                adapt_evidence(transcript, item.evidence),
+                evidence(item.evidence),
             )
             for item in getattr(response, LIST_FIELD)
         ]
-        return order_records(transcript.index, records)
+        return evidence.adapted(records)
 
     # --- validators ------------------------------------------------------------------------
 
     def validate_shape(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         """The name is non-blank - every record, one pass (holder rules belong to the item family)."""
-        out = IssueCollector(f"{self.key}.shape")
+        out = RecordIssues(f"{self.key}.shape", LIST_FIELD, self.subject, ctx.transcript.index)
         for n, rec in enumerate(adapted.records):
             if not rec.name.strip():
-                who, where, ranges = self.subject(rec), f"{LIST_FIELD}[{n}]", cited(rec.evidence, ctx.transcript.index)
-                out.add(f"blank_{self.name_field}", f"{where}.{self.name_field}", f"blank {self.name_field}",
-                        Correction(who, ranges, f"`{self.name_field}` is blank.",
-                                   f"Give the name of the {self.noun} exactly as the list of known "
-                                   f"{self.noun}s spells it, or one of its aliases."))
+                out.add_for(n, rec, f"blank_{self.name_field}", f".{self.name_field}", f"blank {self.name_field}",
+                            f"`{self.name_field}` is blank.",
+                            f"Give the name of the {self.noun} exactly as the list of known "
+                            f"{self.noun}s spells it, or one of its aliases.")
         return out.issues()
 
     def validate_membership(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         """Every occurrence names a known member of the accepted registry (folded, aliases count)."""
-        out = IssueCollector(f"{self.key}.membership")
+        out = RecordIssues(f"{self.key}.membership", LIST_FIELD, self.subject, ctx.transcript.index)
         for n, rec in enumerate(adapted.records):
             if not rec.name.strip():
                 continue  # a blank name is reported once, by the shape validator
-            check_membership(out, ctx, self.noun, partial(self.subject, rec), rec.name,
-                             f"{LIST_FIELD}[{n}].{self.name_field}", rec.evidence)
+            check_membership(out, ctx, self.noun, n, rec, rec.name, f".{self.name_field}")
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:

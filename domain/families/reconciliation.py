@@ -28,7 +28,7 @@ from typing import Annotated, Any, Container, Iterable, Sequence
 import orjson
 from pydantic import Field
 
-from domain.evidence import SourceRef, canonical_evidence, earliest_evidence_unit_id
+from domain.evidence import SourceRef, canonical_evidence, earliest_start
 from domain.families.base import (
     ROLE_RECONCILIATION,
     Adapted,
@@ -98,9 +98,9 @@ def listed_entries(transcript: Transcript, registries: Iterable[tuple[str, Seque
     keyed = []
     for chunk_id, records in registries:
         for n, record in enumerate(records):
-            uid = earliest_evidence_unit_id(index, record.evidence)
-            pos = None if uid is None else index.position(uid)
-            keyed.append(((pos is None, pos or 0, chunk_id, n), chunk_id, record))
+            earliest = earliest_start(index, record.evidence)
+            keyed.append(((earliest is None, earliest.first if earliest is not None else 0, chunk_id, n), chunk_id,
+                          record))
     keyed.sort(key=lambda item: item[0])
     return tuple(
         ListedEntry(f"{LABEL_PREFIX}{number}", chunk_id, rec.name, tuple(rec.aliases), rec.description,

@@ -11,7 +11,6 @@ response model (the top-level field differs) and its nouns, and gets its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from domain.evidence import SourceRef
@@ -24,14 +23,14 @@ from domain.families.base import (
     StrictModel,
 )
 from domain.families.common import (
-    adapt_evidence,
+    EvidenceAdapter,
+    RecordIssues,
     check_registry_identity,
-    order_records,
     raw_text,
     source_reference_issues,
 )
 from domain.frozen import quick_init
-from domain.issues import Issue, IssueCollector, quote_name
+from domain.issues import Issue, quote_name
 from domain.source import Transcript
 
 
@@ -79,21 +78,16 @@ class RegistryFamily:
 
     def adapt(self, response: StrictModel, transcript: Transcript) -> Adapted:
         entries: tuple[RegistryEntry, ...] = getattr(response, self.list_field)
-        records = [
-            RegistryRecord(e.name, e.aliases, e.description, adapt_evidence(transcript, e.evidence))
-            for e in entries
-        ]
-        return order_records(transcript.index, records)
+        evidence = EvidenceAdapter(transcript)
+        records = [RegistryRecord(e.name, e.aliases, e.description, evidence(e.evidence)) for e in entries]
+        return evidence.adapted(records)
 
     # --- validators ---------------------------------------------------------------------
 
     def validate_identity(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
         """Names and aliases non-blank and unique across entries (folded) - every clash, one pass."""
-        out = IssueCollector(f"{self.key}.identity")
-        check_registry_identity(
-            out, self.noun, [(partial(self.subject, r), r.name, r.aliases, r.evidence) for r in adapted.records],
-            self.list_field,
-            ctx.transcript.index)
+        out = RecordIssues(f"{self.key}.identity", self.list_field, self.subject, ctx.transcript.index)
+        check_registry_identity(out, self.noun, adapted.records)
         return out.issues()
 
     def validate_source_references(self, adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:

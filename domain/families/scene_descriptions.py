@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 from domain.assets import llm_schema_path, load_json_asset
 from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilySpec, JsonInt, StrictModel
-from domain.families.common import raw_text
+from domain.families.common import RecordIssues, raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
 from domain.source import Transcript, chunk_contains_positions
@@ -71,6 +71,11 @@ def subject(record: SceneRecord) -> str:
     return _subject(record.title, record.kind)
 
 
+def scene_range(record: SceneRecord, known) -> str:
+    """A scene's range as the model wrote it (scenes cite no evidence list)."""
+    return render_range(record.start_unit_id, record.end_unit_id, known)
+
+
 def _required_range(first: int, last: int) -> str:
     return (f"Set `start_unit_id` to {first} and `end_unit_id` to {last}: the first and the last unit of the "
             f"excerpt, in that order.")
@@ -104,28 +109,21 @@ def validate_scene_count(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issu
 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    out = IssueCollector("scene_descriptions.shape")
+    out = RecordIssues("scene_descriptions.shape", LIST_FIELD, subject, ctx.transcript.index, scene_range)
     for n, rec in enumerate(adapted.records):
-        blank_title = not rec.title.strip()
-        blank_summary = not rec.summary.strip()
-        if not (blank_title or blank_summary):
-            continue  # the usual case: no subject or range to render
-        who, where = subject(rec), f"{LIST_FIELD}[{n}]"
-        ranges = render_range(rec.start_unit_id, rec.end_unit_id, ctx.transcript.index)
-        if blank_title:
-            out.add("blank_title", f"{where}.title", "blank title",
-                    Correction(who, ranges, "`title` is blank.", "Give the scene a short title."))
-        if blank_summary:
-            out.add("blank_summary", f"{where}.summary", "blank summary",
-                    Correction(who, ranges, "`summary` is blank.",
-                               "Summarise what happens in the scene in a few sentences."))
+        if not rec.title.strip():
+            out.add_for(n, rec, "blank_title", ".title", "blank title", "`title` is blank.",
+                        "Give the scene a short title.")
+        if not rec.summary.strip():
+            out.add_for(n, rec, "blank_summary", ".summary", "blank summary", "`summary` is blank.",
+                        "Summarise what happens in the scene in a few sentences.")
     return out.issues()
 
 
 def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """Each scene's range is exactly (first unit, last unit) of the scene chunk; reversed ranges are rejected."""
-    out = IssueCollector("scene_descriptions.range")
     chunk, index = ctx.chunk, ctx.transcript.index
+    out = RecordIssues("scene_descriptions.range", LIST_FIELD, subject, index, scene_range)
     if chunk is None:
         # A request-level prerequisite the job guarantees; nothing the producer can repair.
         out.add("no_scene_chunk", LIST_FIELD, "no scene chunk in the evaluation context", None)
@@ -135,8 +133,6 @@ def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
         start, end = rec.start_unit_id, rec.end_unit_id
         if start == first and end == last:
             continue
-        who, where = subject(rec), f"{LIST_FIELD}[{n}]"
-        ranges = render_range(start, end, index)
         position_of = {start: index.position(start), end: index.position(end)}  # one entry when start == end
         # Membership by position (a binary search): never a scan of the chunk per scene.
         outside = [u for u, pos in position_of.items() if pos is None or not chunk_contains_positions(chunk, pos, pos)]
@@ -151,7 +147,7 @@ def validate_range(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...
             code = "range_mismatch"
             message = f"scene range {start}..{end} != scene chunk {chunk.chunk_id} range {first}..{last}"
             problem = "Its range does not cover exactly the whole excerpt."
-        out.add(code, where, message, Correction(who, ranges, problem, _required_range(first, last)))
+        out.add_for(n, rec, code, "", message, problem, _required_range(first, last))
     return out.issues()
 
 

@@ -9,9 +9,9 @@ from typing import Any
 from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
-from domain.families.common import adapt_evidence, cited, order_records, raw_text, source_reference_issues
+from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
-from domain.issues import Correction, Issue, IssueCollector, quote_name, render_number
+from domain.issues import Issue, quote_name, render_number
 from domain.source import Transcript
 
 KEY = "spells"
@@ -62,6 +62,7 @@ def spell_catalog() -> dict[str, CatalogSpell]:
 
 
 def adapt(response: SpellsResponse, transcript: Transcript) -> Adapted:
+    evidence = EvidenceAdapter(transcript)
     records = [
         SpellRecord(
             item.spell_name,
@@ -69,11 +70,11 @@ def adapt(response: SpellsResponse, transcript: Transcript) -> Adapted:
             item.cast.level,
             item.cast.as_ritual,
             item.cast.target_names,
-            adapt_evidence(transcript, item.evidence),
+            evidence(item.evidence),
         )
         for item in response.spells
     ]
-    return order_records(transcript.index, records)
+    return evidence.adapted(records)
 
 
 def subject(record: SpellRecord) -> str:
@@ -82,35 +83,28 @@ def subject(record: SpellRecord) -> str:
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """Names non-blank, level null or 0-9, target names non-blank - every defect, one pass."""
-    out = IssueCollector("spells.shape")
+    out = RecordIssues("spells.shape", "spells", subject, ctx.transcript.index)
     for n, rec in enumerate(adapted.records):
-        blank_spell_name = not rec.spell_name.strip()
-        blank_caster_name = not rec.caster_name.strip()
-        level_out_of_range = rec.level is not None and not 0 <= rec.level <= MAX_LEVEL
-        blank_target_name = any(not name.strip() for name in rec.target_names)
-        if not (blank_spell_name or blank_caster_name or level_out_of_range or blank_target_name):
-            continue  # the usual case: no subject or ranges to render
-        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if blank_spell_name:
-            out.add("blank_spell_name", f"{where}.spell_name", "blank spell_name",
-                    Correction(who, ranges, "`spell_name` is blank.", "Name the spell as the transcript does."))
-        if blank_caster_name:
-            out.add("blank_caster_name", f"{where}.caster_name", "blank caster_name",
-                    Correction(who, ranges, "`caster_name` is blank.", "Name who casts the spell."))
-        if level_out_of_range:
-            out.add("level_out_of_range", f"{where}.cast.level", f"cast.level {rec.level} outside 0..9",
-                    Correction(who, ranges, f"`cast.level` is {render_number(rec.level)}, outside 0 to 9.",
-                               "Give a level from 0 to 9, or null when the excerpt does not say."))
-        if blank_target_name:
-            out.add("blank_target_name", f"{where}.cast.target_names", "blank entry in cast.target_names",
-                    Correction(who, ranges, "`cast.target_names` contains a blank name.",
-                               "Name each target, or leave the list empty when nobody is named."))
+        if not rec.spell_name.strip():
+            out.add_for(n, rec, "blank_spell_name", ".spell_name", "blank spell_name",
+                        "`spell_name` is blank.", "Name the spell as the transcript does.")
+        if not rec.caster_name.strip():
+            out.add_for(n, rec, "blank_caster_name", ".caster_name", "blank caster_name",
+                        "`caster_name` is blank.", "Name who casts the spell.")
+        if rec.level is not None and not 0 <= rec.level <= MAX_LEVEL:
+            out.add_for(n, rec, "level_out_of_range", ".cast.level", f"cast.level {rec.level} outside 0..9",
+                        f"`cast.level` is {render_number(rec.level)}, outside 0 to 9.",
+                        "Give a level from 0 to 9, or null when the excerpt does not say.")
+        if any(not name.strip() for name in rec.target_names):
+            out.add_for(n, rec, "blank_target_name", ".cast.target_names", "blank entry in cast.target_names",
+                        "`cast.target_names` contains a blank name.",
+                        "Name each target, or leave the list empty when nobody is named.")
     return out.issues()
 
 
 def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
     """Known SRD spells: level never below the base level; ritual only for ritual spells."""
-    out = IssueCollector("spells.catalog")
+    out = RecordIssues("spells.catalog", "spells", subject, ctx.transcript.index)
     catalog = spell_catalog()
     for n, rec in enumerate(adapted.records):
         known = catalog.get(fold_name(rec.spell_name))
@@ -119,26 +113,17 @@ def validate_catalog(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, .
         level = rec.level
         level_known = level is not None and 0 <= level <= MAX_LEVEL
         # A cantrip is cast at level 0; any other spell at its base level or higher.
-        cantrip_level = level_known and known.level == 0 and level != 0
-        below_base_level = level_known and level < known.level
-        not_a_ritual = rec.as_ritual and not known.ritual
-        if not (cantrip_level or below_base_level or not_a_ritual):
-            continue  # consistent with the catalog: no subject or ranges to render
-        who, where, ranges = subject(rec), f"spells[{n}]", cited(rec.evidence, ctx.transcript.index)
-        if cantrip_level:
-            out.add("cantrip_level", f"{where}.cast.level", f"{known.name} is a cantrip, level {level}",
-                    Correction(who, ranges, f"{known.name} is a cantrip, but `cast.level` is {level}.",
-                               "Set `cast.level` to 0 or null."))
-        elif below_base_level:
-            out.add("below_base_level", f"{where}.cast.level",
-                    f"{known.name} base level {known.level}, cast.level {level}",
-                    Correction(who, ranges,
-                               f"{known.name} is a level {known.level} spell, but `cast.level` is {level}.",
-                               f"Set `cast.level` to {known.level} or higher, or null when the excerpt does not say."))
-        if not_a_ritual:
-            out.add("not_a_ritual", f"{where}.cast.as_ritual", f"{known.name} has no ritual tag",
-                    Correction(who, ranges, f"{known.name} cannot be cast as a ritual, but `cast.as_ritual` is true.",
-                               "Set `cast.as_ritual` to false."))
+        if level_known and known.level == 0 and level != 0:
+            out.add_for(n, rec, "cantrip_level", ".cast.level", f"{known.name} is a cantrip, level {level}",
+                        f"{known.name} is a cantrip, but `cast.level` is {level}.", "Set `cast.level` to 0 or null.")
+        elif level_known and level < known.level:
+            out.add_for(n, rec, "below_base_level", ".cast.level", f"{known.name} base level {known.level}, cast.level {level}",
+                        f"{known.name} is a level {known.level} spell, but `cast.level` is {level}.",
+                        f"Set `cast.level` to {known.level} or higher, or null when the excerpt does not say.")
+        if rec.as_ritual and not known.ritual:
+            out.add_for(n, rec, "not_a_ritual", ".cast.as_ritual", f"{known.name} has no ritual tag",
+                        f"{known.name} cannot be cast as a ritual, but `cast.as_ritual` is true.",
+                        "Set `cast.as_ritual` to false.")
     return out.issues()
 
 
