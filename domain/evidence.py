@@ -214,8 +214,12 @@ def _key(item: tuple) -> tuple:
 def evidence_is_canonical(index: DocumentIndex, refs: Sequence[SourceRef]) -> bool:
     """Normalization invariant: forward, sorted by document position, no duplicates."""
     if len(refs) == 1:
-        resolved = resolve(index, refs[0])
-        return resolved is None or resolved.first <= resolved.last
+        (resolved,) = refs
+        if resolved.index is not index:
+            resolved = resolve_range(index, resolved.source_id, resolved.start_unit_id, resolved.end_unit_id)
+            if resolved is None:
+                return True
+        return resolved.first <= resolved.last
     keys = [evidence_sort_key(index, ref) for ref in refs]
     return (all(k[0] == 1 or k[1] <= k[2] for k in keys) and keys == sorted(keys)
             and len({(r.source_id, r.start_unit_id, r.end_unit_id) for r in refs}) == len(refs))

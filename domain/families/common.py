@@ -103,13 +103,13 @@ class RecordIssues(IssueCollector):
 
     def __init__(self, validator: str, list_field: str, subject_of: Callable[[Any], str], known: Container = (),
                  ranges_of: Callable[[Any, Container], str] = evidence_ranges) -> None:
-        super().__init__(validator)
+        self.validator = validator  # IssueCollector's fields, set here (super().__init__ costs ~2k instructions
+        self._issues: list[Issue] = []  # a candidate, for validators that run on every one)
         self.list_field = list_field
         self.known = known  # the transcript's index: its unit ids are written exactly
         self.subject_of = subject_of
         self.ranges_of = ranges_of
-        self._named = self._ranged = None  # the record whose subject / ranges are held
-        self._subject = self._ranges = ""
+        self._named = self._ranged = None  # the record whose _subject / _ranges are held (set with them)
 
     def subject(self, record: Any) -> str:
         if record is not self._named:
@@ -157,14 +157,16 @@ def source_reference_issues(
     is built only for a range that fails.
     """
     index, chunk = ctx.transcript.index, ctx.chunk
-    out = RecordIssues(validator, list_field, subject_of, index)
+    out: RecordIssues | None = None  # most candidates have no range to report
     for n, record in enumerate(records):
         i = 0
         for ref in record.evidence:
             if not span_within_chunk(index, chunk, ref):
+                if out is None:
+                    out = RecordIssues(validator, list_field, subject_of, index)
                 _reference_issue(out, ctx, n, record, i, ref)
             i += 1
-    return out.issues()
+    return () if out is None else out.issues()
 
 
 def _reference_issue(out: RecordIssues, ctx: EvaluationContext, n: int, record: Any, i: int, ref: SourceRef) -> None:
