@@ -64,8 +64,8 @@ class SourceRef:
     def ordered(self) -> SourceRef:
         """This range with its endpoints in document order: the ONE endpoint ordering.
 
-        Swaps only a resolved range given backwards (its start later in the document
-        than its end); anything else - forward, single-unit, and every ref that does
+        Swaps only a resolved range given backwards (by the positions it carries: its
+        start later in the document than its end); anything else - forward, single-unit, and every ref that does
         not resolve (another source, missing, non-positive or unknown ids) - comes
         back as it is, so the strict validators still see and reject it.
         """
