@@ -21,7 +21,7 @@ attempt space: it gets no request (a failing one is exhausted).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 KIND_RETRY = "retry"
 KIND_REFRESH = "refresh"
@@ -36,6 +36,12 @@ MAX_ATTEMPT_NUMBER = 2**31 - 1
 def is_current(prompt_fingerprint: str, schema_fingerprint: str, current: tuple[str, str]) -> bool:
     """Both fingerprints equal the current assets' (prompt, LLM schema) fingerprints."""
     return (prompt_fingerprint, schema_fingerprint) == current
+
+
+def current_flags(attempts: Sequence[Any], current: tuple[str, str]) -> list[bool]:
+    """:func:`is_current` of each attempt (anything with ``prompt_fingerprint`` and
+    ``schema_fingerprint``), in one call per slot."""
+    return [(a.prompt_fingerprint, a.schema_fingerprint) == current for a in attempts]
 
 
 def choose_accepted(passed: Sequence[bool], current: Sequence[bool]) -> int | None:
@@ -54,9 +60,9 @@ def choose_accepted(passed: Sequence[bool], current: Sequence[bool]) -> int | No
     return passing[0]
 
 
-def refresh_due(*, has_current: bool, deferred: bool, retried: bool, attempts_spent: bool = False) -> bool:
-    """Whether a slot is one to refresh: no current attempt, not deferred, no retry request now,
-    and an attempt number left for the request.
+def refresh_due(*, has_current: bool, retried: bool, attempts_spent: bool = False) -> bool:
+    """Whether a slot that was decided (not deferred: a deferred slot is never asked) is one to
+    refresh: no current attempt, no retry request now, and an attempt number left for the request.
 
     (``--refresh-stale`` decides whether the request is written; the count of due
     slots, the manifest's ``slots_to_refresh``, is reported either way.) A slot
@@ -65,7 +71,7 @@ def refresh_due(*, has_current: bool, deferred: bool, retried: bool, attempts_sp
     counting it would promise a request ``--refresh-stale`` cannot write, and
     ``slots_to_refresh`` stays the number of refresh requests the flag writes.
     """
-    return not has_current and not deferred and not retried and not attempts_spent
+    return not has_current and not retried and not attempts_spent
 
 
 def next_attempt(attempts: Sequence[int]) -> int:

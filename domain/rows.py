@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import TYPE_CHECKING, Any, Literal, Sequence, TypedDict
+from typing import Any, Literal, Mapping, Protocol, TypedDict
 
 from domain.issues import Issue, operator_issue_records
 from domain.revision import KIND_REFRESH, KIND_RETRY
-
-if TYPE_CHECKING:  # annotations only: the reading step imports this module, and not the families
-    from domain.intake import Candidate
 
 SCHEMA_VERSION = "v1"
 
@@ -117,7 +114,32 @@ class DeadLetterRow(TypedDict):
 
 # --- builders ----------------------------------------------------------------------------------
 
-def evaluation_row(cand: Candidate, verdict: str, issues: Sequence[Issue], endpoints_reordered: int = 0) -> EvaluationRow:
+class Candidate(Protocol):
+    """What the builders read of an attempt: the envelope's fields (``domain.intake.Candidate``;
+    not imported, so this module, which the reading step and the schema generator import, stays
+    a leaf)."""
+
+    @property
+    def candidate_id(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def source_id(self) -> str: ...
+    @property
+    def chunk_id(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def producer(self) -> Mapping[str, Any]: ...
+    @property
+    def prompt_fingerprint(self) -> str: ...
+    @property
+    def schema_fingerprint(self) -> str: ...
+    @property
+    def raw_response(self) -> str: ...
+
+
+def evaluation_row(cand: Candidate, verdict: str, issues: tuple[Issue, ...], endpoints_reordered: int = 0) -> EvaluationRow:
     """One evaluated candidate (SPEC §6); its issues bounded as ``operator_issue_records`` bounds them."""
     return {
         "candidate_id": cand.candidate_id,
@@ -126,7 +148,7 @@ def evaluation_row(cand: Candidate, verdict: str, issues: Sequence[Issue], endpo
         "chunk_id": cand.chunk_id,
         "attempt": cand.attempt,
         "verdict": verdict,  # type: ignore[typeddict-item]  # one of VERDICTS
-        "issues": operator_issue_records(tuple(issues)),  # type: ignore[typeddict-item]
+        "issues": operator_issue_records(issues),  # type: ignore[typeddict-item]
         "endpoints_reordered": endpoints_reordered,
     }
 

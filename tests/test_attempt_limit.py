@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import domain.intake as intake
-import domain.reprocess as reprocess
+import domain.slot_decision as slot_decision
 from domain.assets import current_fingerprints
 from domain.intake import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, EnvelopeError, parse_candidate
 from domain.manifest import build_manifest
@@ -57,7 +57,7 @@ def manifest_of(counts, lines, refresh: bool):
 
 
 def test_the_bound_has_one_definition_and_is_the_envelopes():
-    assert reprocess.MAX_ATTEMPT_NUMBER is MAX_ATTEMPT_NUMBER is intake.MAX_ATTEMPT_NUMBER
+    assert slot_decision.MAX_ATTEMPT_NUMBER is MAX_ATTEMPT_NUMBER is intake.MAX_ATTEMPT_NUMBER
     assert parse_candidate(line("c-0", MAX, False, True)).attempt == MAX
     with pytest.raises(EnvelopeError):
         parse_candidate(line("c-0", MAX + 1, False, True))

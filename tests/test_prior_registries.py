@@ -115,10 +115,10 @@ def test_the_registry_view_follows_each_accepted_registry():
     from collections import Counter
 
     from domain.families import FAMILIES
-    from domain.reprocess import RunConfig, _SlotDecider
+    from domain.reprocess import RunConfig, _SourceRun
     from domain.source import parse_transcript
 
-    decider = _SlotDecider(parse_transcript(TRANSCRIPT), RunConfig(), Counter(), {"npc": frozenset({"vex"})})
+    decider = _SourceRun(parse_transcript(TRANSCRIPT), RunConfig(), Counter(), {"npc": frozenset({"vex"})})
     occurrences, registry = FAMILIES["npc-occurrences"], FAMILIES["npc-registry"]
     first = decider._context(occurrences, "x-1").registry
     assert first.knows("Vex") and not first.knows("Scanlan")

@@ -179,10 +179,10 @@ def test_choose_accepted_is_the_earliest_passing_current_else_the_earliest_passi
 
 
 def test_refresh_rule_and_next_attempt():
-    assert refresh_due(has_current=False, deferred=False, retried=False)
-    assert not refresh_due(has_current=True, deferred=False, retried=False)
-    assert not refresh_due(has_current=False, deferred=True, retried=False)
-    assert not refresh_due(has_current=False, deferred=False, retried=True)
+    assert refresh_due(has_current=False, retried=False)
+    assert not refresh_due(has_current=True, retried=False)
+    assert not refresh_due(has_current=False, retried=True)
+    assert not refresh_due(has_current=False, retried=False, attempts_spent=True)
     assert next_attempt([3, 1, 7]) == 8
     assert SCHEMA_REQUEST_KINDS == REQUEST_KINDS
 
