@@ -57,10 +57,6 @@ def compose_text(text: bytes, _depth: int = 0) -> bytes:
     return _INCLUDE_LINE.sub(lambda m: compose_prompt(m.group(1).decode(), _depth + 1), text)
 
 
-def family_dir(family: str) -> str:
-    return f"dnd/{family}"
-
-
 def llm_schema_path(family: str) -> str:
     return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}_llm.v1.json"
 

@@ -41,6 +41,3 @@ _MODULES = (
 
 FAMILIES: dict[str, FamilySpec] = {m.SPEC.key: m.SPEC for m in _MODULES if m.SPEC is not None}
 
-
-def family(key: str) -> FamilySpec | None:
-    return FAMILIES.get(key)
