@@ -7,6 +7,11 @@ manifest. It is pure (same input -> same output, whatever the order the
 records arrived in), so any runner may call it, retry it, or call it in a
 plain loop.
 
+This module is the orchestration; the rules are elsewhere, each once:
+``domain.intake`` (which transcript, which candidates), ``domain.slot_decision``
+(what one slot comes to, as a value), ``domain.rows`` (the output rows) and
+``domain.counters`` (the counter keys).
+
 Order within a source: chunk registries, then reconciliations (they merge the
 chunk registries accepted in this run), then occurrences (membership sees the
 reconciled registry when one was accepted, else the union of the chunk
