@@ -8,6 +8,9 @@
     with session_cluster(rest_port=free_port()) as cluster:
         run(flink_pipeline_args(jar, flink_master=cluster.flink_master) + [...])
 
+    job = latest_job(cluster)                       # what Flink's REST API says about the run
+    subtasks_per_taskmanager(cluster, job["jid"])   # [(vertex name, {TaskManager id: subtasks})]
+
 The real work lives in scripts/flink/ (also used by the Makefile/CI); this
 module only loads it by path, since scripts/ is not an importable package.
 """
@@ -16,10 +19,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 _SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "flink"
 
@@ -92,13 +100,17 @@ def flink_pipeline_args(
     flink_master: str = "[local]",
     parallelism: int = 2,
     worker_pool: str | None = None,
+    workers_per_taskmanager: int | None = None,
 ) -> list[str]:
     """Pipeline options for FlinkRunner.
 
     Without ``worker_pool``: LOOPBACK, the SDK harness runs inside the
     submitting (pytest) process, so neither Docker nor the Go boot binary of
     PROCESS is needed. With it (``localhost:PORT`` of ``worker_pool()``):
-    EXTERNAL, one Python worker process per slot.
+    EXTERNAL, ``workers_per_taskmanager`` Python worker processes per
+    TaskManager (``--sdk_worker_parallelism``; default ``parallelism``, one per
+    slot of a TaskManager that runs every subtask; with the subtasks spread over
+    N TaskManagers, parallelism / N suffices).
     """
     args = [
         "--runner=FlinkRunner",
@@ -113,5 +125,125 @@ def flink_pipeline_args(
         *args,
         "--environment_type=EXTERNAL",
         f"--environment_config={worker_pool}",
-        f"--sdk_worker_parallelism={parallelism}",
+        f"--sdk_worker_parallelism={workers_per_taskmanager or parallelism}",
     ]
+
+
+# ------------------------------------------------------------ Flink's REST API --
+
+
+def rest(cluster, path: str) -> Any:
+    """GET ``path`` from the cluster's REST API (JSON)."""
+    return _cluster._get_json(f"{cluster.rest_url}{path}", timeout_s=30.0)
+
+
+def latest_job(cluster) -> dict:
+    """The most recently started job of the cluster (REST /jobs/overview)."""
+    jobs = rest(cluster, "/jobs/overview")["jobs"]
+    assert jobs, "the cluster ran no job"
+    return max(jobs, key=lambda job: job["start-time"])
+
+
+def subtasks_per_taskmanager(cluster, jid: str) -> list[tuple[str, dict[str, int]]]:
+    """``(vertex name, {TaskManager id: subtasks})`` for every vertex of the job, in the job's order.
+
+    From ``/jobs/<jid>/vertices/<vid>/taskmanagers``: each vertex's subtasks
+    (their current attempts) grouped by the TaskManager that ran them.
+    """
+    result = []
+    for vertex in rest(cluster, f"/jobs/{jid}")["vertices"]:
+        detail = rest(cluster, f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers")
+        result.append((vertex["name"], {tm["taskmanager-id"]: sum(tm["status-counts"].values())
+                                        for tm in detail["taskmanagers"]}))
+    return result
+
+
+def exception_history(cluster, jid: str) -> list[dict]:
+    """Every failure the job recovered from or died of, with the exceptions concurrent to each (flattened)."""
+    history = rest(cluster, f"/jobs/{jid}/exceptions?maxExceptions=50").get("exceptionHistory", {})
+    flat = []
+    for entry in history.get("entries", []):
+        flat.append(entry)
+        flat.extend(entry.get("concurrentExceptions", []))
+    return flat
+
+
+# ------------------------------------------- a larger archive for the kill test --
+
+
+def simulated_archive(folder: Path, candidates: int, sources: int, shards: int = 4) -> dict:
+    """The simulated producer's archive (sample.simulated_producer), candidates in ``shards`` files and
+    transcripts in two, so both TaskManagers read; returns globs as ``fixture_archive.write_archive`` does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    repo = Path(__file__).resolve().parent.parent
+    raw = folder / "raw"
+    raw.mkdir()
+    subprocess.run(
+        [sys.executable, "-m", "sample.simulated_producer",
+         "--transcripts", str(repo / "sample" / "data" / "crd3-sample.transcripts.jsonl.gz"),
+         "--transcripts-out", str(raw / "transcripts.jsonl"), "--candidates-out", str(raw / "candidates.jsonl"),
+         "--truth-out", str(raw / "truth.jsonl"), "--seed", "32", "--sources", str(sources),
+         "--candidates", str(candidates)],
+        check=True, cwd=repo, capture_output=True, timeout=300)
+    counts = {}
+    for name, files in (("candidates", shards), ("transcripts", 2)):
+        lines = (raw / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
+        counts[name] = len(lines)
+        for index in range(files):
+            (folder / f"{name}-{index}.jsonl").write_bytes(b"".join(lines[index::files]))
+    for path in raw.iterdir():
+        path.unlink()
+    raw.rmdir()
+    return {"transcripts": str(folder / "transcripts-*"), "candidates": str(folder / "candidates-*"),
+            "candidates_in": counts["candidates"], "transcripts_in": counts["transcripts"]}
+
+
+def job_command(archive: dict, out: Path, *extra: str) -> list[str]:
+    """The job as a command of its own (``python -m pipelines.reprocess``), JSON Lines out."""
+    return [sys.executable, "-m", "pipelines.reprocess", "--transcripts", archive["transcripts"],
+            "--candidates", archive["candidates"], "--output", str(out), "--output-format", "jsonl", *extra]
+
+
+def kill_taskmanager_mid_stage(cluster, proc: subprocess.Popen, output: Path, stage: str,
+                               timeout_s: float = 300.0) -> dict:
+    """SIGKILL one TaskManager running the vertex whose name contains ``stage``, once that stage writes.
+
+    Polls the REST API until the vertex is RUNNING, then the output folder
+    until a temporary output file appears that was not there at that moment
+    (the stage's first bundle is being written: its data is flowing), then
+    kills (SIGKILL) the TaskManager with the highest id among those running a
+    subtask of it. Returns what it saw: victim, its pid, the job id, the
+    vertex, seconds from the call to the kill, temporary files at the kill.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    jid = vertex = None
+    temp_at_start: set[Path] = set()
+    last_rest = 0.0
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the job ended (exit {proc.returncode}) before a TaskManager was killed")
+        if vertex is None and time.monotonic() - last_rest > 0.3:
+            last_rest = time.monotonic()
+            jobs = [job for job in rest(cluster, "/jobs/overview")["jobs"] if job["state"] == "RUNNING"]
+            if jobs:
+                jid = max(jobs, key=lambda job: job["start-time"])["jid"]
+                running = [v for v in rest(cluster, f"/jobs/{jid}")["vertices"]
+                           if stage in v["name"] and v["status"] == "RUNNING"]
+                if running:
+                    vertex = running[0]
+                    temp_at_start = set(output.glob(".temp-write-*/*"))
+        if vertex is not None:
+            temp = set(output.glob(".temp-write-*/*"))
+            if temp - temp_at_start:
+                detail = rest(cluster, f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers")
+                on = sorted(tm["taskmanager-id"] for tm in detail["taskmanagers"]
+                            if tm["status-counts"].get("RUNNING", 0))
+                assert on, f"no TaskManager runs {vertex['name']} any more: {detail}"
+                victim = on[-1]
+                pid = cluster.pid_of_taskmanager(victim)
+                os.kill(pid, signal.SIGKILL)
+                return {"victim": victim, "pid": pid, "jid": jid, "vertex": vertex["name"], "running_on": on,
+                        "after_s": round(time.monotonic() - started, 1), "temporary_files": len(temp)}
+        time.sleep(0.05)
+    raise AssertionError(f"{stage!r} never ran with its output being written within {timeout_s:.0f}s")

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""A local Flink standalone session cluster, JobManager + TaskManager, on loopback.
+"""A local Flink standalone session cluster, JobManager + TaskManager(s), on loopback.
 
 Why not the Flink distribution tarball: it is not reachable here; PyPI is. The
 source distribution of ``apache-flink-libraries`` carries the same runtime jars
 (``deps/lib/flink-dist-*.jar`` and friends, plus ``deps/bin/bash-java-utils.jar``)
 but not the shell scripts, so this module does what ``bin/start-cluster.sh``
 does: compute JVM memory flags with Flink's own BashJavaUtils, then start
-``StandaloneSessionClusterEntrypoint`` and ``TaskManagerRunner`` as two separate
-``java`` processes, everything bound to localhost only.
+``StandaloneSessionClusterEntrypoint`` and one ``TaskManagerRunner`` per
+TaskManager as separate ``java`` processes, everything bound to localhost only.
+With several TaskManagers (``--taskmanagers N``), each has its own slots and
+Flink spreads a job's slots evenly over them (``taskmanager.load-balance.mode:
+SLOTS``), so parallelism N puts one subtask of every task on each.
 
 The Flink minor line must equal the one of the Beam job server that submits to
 it (``beam-runners-flink-<F>-job-server``); it is resolved by the same rule as
@@ -29,14 +32,19 @@ memory, which Beam's portable batch jobs barely use
 CLI (with the project venv's python, which has pip and apache-beam):
 
     python scripts/flink/session_cluster.py fetch             # only download jars
-    python scripts/flink/session_cluster.py [--rest-port 8081] start [--worker-pool-port 50000]
+    python scripts/flink/session_cluster.py [--rest-port 8081] start [--worker-pool-port 50000] \
+        [--taskmanagers 2] [--restart-attempts 3]
+    python scripts/flink/session_cluster.py [--rest-port 8081] add-taskmanager
     python scripts/flink/session_cluster.py [--rest-port 8081] status
     python scripts/flink/session_cluster.py [--rest-port 8081] stop
 
 ``start --worker-pool-port P`` also starts a Python SDK worker pool on
 localhost:P (scripts/flink/worker_pool.py), for
 ``--environment_type=EXTERNAL --environment_config=localhost:P``; ``stop``
-stops it with the cluster.
+stops it with the cluster. ``--restart-attempts N`` (N > 0) gives the cluster
+Flink's fixed-delay restart strategy (N attempts, ``--restart-delay`` apart)
+instead of none: a job that loses a TaskManager restarts on the slots left
+(docs/running.md, "Restart strategy").
 
 Library:
 
@@ -63,7 +71,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -90,6 +98,9 @@ TASK_OFF_HEAP = "256m"
 # Process size that leaves the task heap ~600 MB after the network, managed
 # and off-heap memory above (1.5 GB left it ~100 MB).
 TASKMANAGER_MEMORY = "2560m"
+# Restart strategy: none by default (a failed job fails at once); with
+# attempts > 0, fixed-delay with this delay between attempts.
+RESTART_DELAY = "10 s"
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
@@ -280,9 +291,23 @@ class SessionCluster:
     slots: int
     run_dir: str
     jobmanager_pid: int
-    taskmanager_pid: int
+    taskmanager_pid: int  # the first TaskManager (all of them: taskmanager_pids)
     worker_pool_pid: int = -1
     worker_pool_port: int = -1
+    taskmanager_pids: list[int] = field(default_factory=list)
+    # Flink's resource id of each TaskManager (tm-1, tm-2, ...), as the REST API names it.
+    taskmanager_ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.taskmanager_pids and self.taskmanager_pid > 0:  # a state file of one TaskManager
+            self.taskmanager_pids = [self.taskmanager_pid]
+
+    def pid_of_taskmanager(self, resource_id: str) -> int:
+        """The pid of the TaskManager the REST API calls ``resource_id``."""
+        try:
+            return self.taskmanager_pids[self.taskmanager_ids.index(resource_id)]
+        except ValueError:
+            raise ClusterError(f"no TaskManager {resource_id!r} started by this cluster") from None
 
     @property
     def rest_url(self) -> str:
@@ -303,15 +328,17 @@ class SessionCluster:
             out.append(f"--- {log} ---\n" + "\n".join(text))
         return "\n".join(out)
 
+    def taskmanagers(self) -> list[dict[str, Any]]:
+        """REST /taskmanagers: the registered TaskManagers (id, slots, ...)."""
+        return list(_get_json(f"{self.rest_url}/taskmanagers").get("taskmanagers", []))
+
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Stop the worker pool, TaskManager, JobManager; SIGKILL whatever ignores SIGTERM."""
+        """Stop the worker pool, TaskManagers, JobManager; SIGKILL whatever ignores SIGTERM."""
         if self.worker_pool_pid > 0:
             _terminate(self.worker_pool_pid, "worker_pool.py", timeout_s)
-        for pid, main_class in (
-            (self.taskmanager_pid, TASKMANAGER_CLASS),
-            (self.jobmanager_pid, JOBMANAGER_CLASS),
-        ):
-            _terminate(pid, main_class, timeout_s)
+        for pid in self.taskmanager_pids or [self.taskmanager_pid]:
+            _terminate(pid, TASKMANAGER_CLASS, timeout_s)
+        _terminate(self.jobmanager_pid, JOBMANAGER_CLASS, timeout_s)
 
 
 def _get_json(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
@@ -384,6 +411,8 @@ def _write_conf(
     taskmanager_memory: str,
     network_memory: str = NETWORK_MEMORY,
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
+    restart_attempts: int = 0,
+    restart_delay: str = RESTART_DELAY,
 ) -> None:
     conf_dir.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -417,8 +446,28 @@ def _write_conf(
         # TaskManager from answering for longer, and the job then fails with
         # an AskTimeoutException although nothing is wrong.
         "pekko.ask.timeout": "60 s",
-        # A Beam job that fails must fail the test, not be retried for minutes.
-        "restart-strategy.type": "none",
+        # A killed TaskManager refuses the heartbeat RPCs sent to it; after
+        # rpc-failure-threshold (2) refused ones it is declared dead: with
+        # Flink's 10 s interval that took up to 20 s, and a restart in the
+        # meantime was deployed onto the dead TaskManager's slots and failed
+        # again. 2 s finds it within 4 s. Refusal, not slowness, counts: a
+        # loaded but live TaskManager still has heartbeat.timeout (50 s).
+        "heartbeat.interval": 2000,
+        # Several TaskManagers: a job's slots spread evenly over them (the one
+        # with the fewest allocated slots first), not packed onto the first.
+        "taskmanager.load-balance.mode": "SLOTS",
+        # A Beam job that fails must fail the test, not be retried for minutes;
+        # unless asked for restarts (a lost TaskManager), which then are
+        # fixed-delay and bounded (docs/running.md, "Restart strategy").
+        **(
+            {
+                "restart-strategy.type": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": restart_attempts,
+                "restart-strategy.fixed-delay.delay": restart_delay,
+            }
+            if restart_attempts > 0
+            else {"restart-strategy.type": "none"}
+        ),
         # An OutOfMemoryError or other uncaught error in a TaskManager thread
         # (Beam's gRPC data plane runs in its own threads) must end the
         # process, so the job fails with a cause; Flink's default (LOG) only
@@ -510,17 +559,22 @@ def start_cluster(
     *,
     flink_version: str | None = None,
     slots: int = 2,
+    taskmanagers: int = 1,
     jobmanager_memory: str = "1024m",
     taskmanager_memory: str = TASKMANAGER_MEMORY,
     network_memory: str = NETWORK_MEMORY,
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
+    restart_attempts: int = 0,
+    restart_delay: str = RESTART_DELAY,
     startup_timeout_s: float = 120.0,
     run_dir: Path | None = None,
 ) -> SessionCluster:
-    """Start JobManager + TaskManager; return once the TM's slots are registered.
+    """Start a JobManager and ``taskmanagers`` TaskManagers (``slots`` each); return once every slot is registered.
 
-    On any failure both processes are stopped before the error propagates.
+    On any failure every process started is stopped before the error propagates.
     """
+    if taskmanagers < 1 or slots < 1:
+        raise ClusterError(f"need at least one TaskManager and one slot each (got {taskmanagers}, {slots})")
     version = resolve_flink_version(flink_version)
     release = patch_release(version)
     java = _java()
@@ -549,33 +603,73 @@ def start_cluster(
         taskmanager_memory,
         network_memory,
         sort_shuffle_min_buffers,
+        restart_attempts,
+        restart_delay,
     )
 
     jm_jvm, jm_dyn = _resource_params(java, home, conf_dir, "GET_JM_RESOURCE_PARAMS")
-    tm_jvm, tm_dyn = _resource_params(java, home, conf_dir, "GET_TM_RESOURCE_PARAMS")
     jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, jm_jvm, jm_dyn)
-    tm: subprocess.Popen[bytes] | None = None
     cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir), jm.pid, -1)
+    procs: dict[str, subprocess.Popen[bytes]] = {"jobmanager": jm}
     try:
-        tm = _launch(
-            java, home, conf_dir, log_dir, "taskmanager", TASKMANAGER_CLASS, tm_jvm, tm_dyn
-        )
-        cluster.taskmanager_pid = tm.pid
-        _wait_ready(cluster, {"jobmanager": jm, "taskmanager": tm}, startup_timeout_s)
+        for _ in range(taskmanagers):
+            name, tm = _launch_taskmanager(cluster, java, home)
+            procs[name] = tm
+        _wait_ready(cluster, procs, startup_timeout_s)
     except BaseException:
         cluster.stop()
-        for proc in (jm, tm):
-            if proc is not None:
-                proc.wait()
+        for proc in procs.values():
+            proc.wait()
         raise
     (run_dir / "cluster.json").write_text(json.dumps(asdict(cluster), indent=2))
     return cluster
 
 
+def _launch_taskmanager(
+    cluster: SessionCluster, java: str, home: Path
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """One more TaskManager JVM for the cluster (recorded in its pids); returns (log name, process)."""
+    conf_dir, log_dir = Path(cluster.run_dir, "conf"), Path(cluster.run_dir, "log")
+    tm_jvm, tm_dyn = _resource_params(java, home, conf_dir, "GET_TM_RESOURCE_PARAMS")
+    index = len(cluster.taskmanager_pids)
+    # The first keeps the name a one-TaskManager cluster always had.
+    name = "taskmanager" if index == 0 else f"taskmanager-{index + 1}"
+    # A resource id of our own instead of Flink's random host:port-hex, so the REST API's
+    # TaskManager ids map to these processes (and read well in the UI and logs).
+    resource_id = f"tm-{index + 1}"
+    tm_dyn = [*tm_dyn, "-D", f"taskmanager.resource-id={resource_id}"]
+    tm = _launch(java, home, conf_dir, log_dir, name, TASKMANAGER_CLASS, tm_jvm, tm_dyn)
+    cluster.taskmanager_pids.append(tm.pid)
+    cluster.taskmanager_ids.append(resource_id)
+    if cluster.taskmanager_pid <= 0:
+        cluster.taskmanager_pid = tm.pid
+    return name, tm
+
+
+def add_taskmanager(cluster: SessionCluster, startup_timeout_s: float = 120.0) -> int:
+    """Start one more TaskManager (e.g. to replace a lost one); return its pid once its slots are registered.
+
+    Waits until the REST API counts as many TaskManagers as are alive, so a
+    lost one that Flink has not yet declared dead (heartbeat) is not mistaken
+    for the new one.
+    """
+    java = _java()
+    home = flink_home(cluster.flink_version, quiet=True)
+    name, tm = _launch_taskmanager(cluster, java, home)
+    alive = [pid for pid in cluster.taskmanager_pids if _is_our_process(pid, TASKMANAGER_CLASS)]
+    _wait_ready(cluster, {name: tm}, startup_timeout_s, taskmanagers=len(alive))
+    Path(cluster.run_dir, "cluster.json").write_text(json.dumps(asdict(cluster), indent=2))
+    return tm.pid
+
+
 def _wait_ready(
-    cluster: SessionCluster, procs: dict[str, subprocess.Popen[bytes]], timeout_s: float
+    cluster: SessionCluster,
+    procs: dict[str, subprocess.Popen[bytes]],
+    timeout_s: float,
+    taskmanagers: int | None = None,
 ) -> None:
-    """Poll /overview until a TaskManager with all its slots is registered."""
+    """Poll /overview until ``taskmanagers`` TaskManagers (default: every one started) with all their slots are registered."""
+    expected = len(cluster.taskmanager_pids) if taskmanagers is None else taskmanagers
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
@@ -589,8 +683,8 @@ def _wait_ready(
             overview = cluster.overview()
             last = overview
             if (
-                overview.get("taskmanagers", 0) >= 1
-                and overview.get("slots-total", 0) >= cluster.slots
+                overview.get("taskmanagers", 0) >= expected
+                and overview.get("slots-total", 0) >= cluster.slots * expected
             ):
                 return
         except (urllib.error.URLError, OSError, ValueError) as e:
@@ -607,10 +701,13 @@ def session_cluster(
     *,
     flink_version: str | None = None,
     slots: int = 2,
+    taskmanagers: int = 1,
     jobmanager_memory: str = "1024m",
     taskmanager_memory: str = TASKMANAGER_MEMORY,
     network_memory: str = NETWORK_MEMORY,
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
+    restart_attempts: int = 0,
+    restart_delay: str = RESTART_DELAY,
     startup_timeout_s: float = 120.0,
     keep_logs: bool = False,
 ) -> Iterator[SessionCluster]:
@@ -623,10 +720,13 @@ def session_cluster(
         rest_port,
         flink_version=flink_version,
         slots=slots,
+        taskmanagers=taskmanagers,
         jobmanager_memory=jobmanager_memory,
         taskmanager_memory=taskmanager_memory,
         network_memory=network_memory,
         sort_shuffle_min_buffers=sort_shuffle_min_buffers,
+        restart_attempts=restart_attempts,
+        restart_delay=restart_delay,
         startup_timeout_s=startup_timeout_s,
     )
     failed = False
@@ -637,7 +737,7 @@ def session_cluster(
         raise
     finally:
         cluster.stop()
-        for pid in (cluster.taskmanager_pid, cluster.jobmanager_pid):
+        for pid in (*cluster.taskmanager_pids, cluster.jobmanager_pid):
             _reap(pid, block=False)
         if not failed and not keep_logs:
             shutil.rmtree(cluster.run_dir, ignore_errors=True)
@@ -655,7 +755,10 @@ def _cli_start(args: argparse.Namespace) -> int:
         args.rest_port,
         flink_version=args.flink_version,
         slots=args.slots,
+        taskmanagers=args.taskmanagers,
         taskmanager_memory=args.taskmanager_memory,
+        restart_attempts=args.restart_attempts,
+        restart_delay=args.restart_delay,
         startup_timeout_s=args.timeout,
     )
     if args.worker_pool_port:
@@ -667,7 +770,9 @@ def _cli_start(args: argparse.Namespace) -> int:
     _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
     print(
         f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
-        f"(JobManager pid {cluster.jobmanager_pid}, TaskManager pid {cluster.taskmanager_pid}, "
+        f"(JobManager pid {cluster.jobmanager_pid}, "
+        f"TaskManager pid{'s' if len(cluster.taskmanager_pids) > 1 else ''} "
+        f"{', '.join(map(str, cluster.taskmanager_pids))} with {cluster.slots} slots each, "
         f"logs {cluster.run_dir}/log)",
         file=sys.stderr,
     )
@@ -716,6 +821,17 @@ def _cli_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cli_add_taskmanager(args: argparse.Namespace) -> int:
+    cluster = _load_state(args.rest_port)
+    if cluster is None:
+        print(f"no cluster started by this script on port {args.rest_port}", file=sys.stderr)
+        return 1
+    pid = add_taskmanager(cluster, startup_timeout_s=args.timeout)
+    _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
+    print(f"TaskManager pid {pid} registered with the cluster on port {args.rest_port}", file=sys.stderr)
+    return 0
+
+
 def _cli_status(args: argparse.Namespace) -> int:
     cluster = _load_state(args.rest_port)
     if cluster is None:
@@ -742,7 +858,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rest-port", type=int, default=8081)
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start in the background; print the --flink_master value")
-    start.add_argument("--slots", type=int, default=2)
+    start.add_argument("--slots", type=int, default=2, help="task slots per TaskManager (default 2)")
+    start.add_argument(
+        "--taskmanagers",
+        type=int,
+        default=1,
+        help="TaskManager JVMs, each with its own slots (default 1)",
+    )
+    start.add_argument(
+        "--restart-attempts",
+        type=int,
+        default=0,
+        help="fixed-delay restarts of a failed job (default 0: restart-strategy none)",
+    )
+    start.add_argument(
+        "--restart-delay",
+        default=RESTART_DELAY,
+        help=f"delay between restarts (default {RESTART_DELAY!r})",
+    )
     start.add_argument("--timeout", type=float, default=120.0)
     start.add_argument(
         "--taskmanager-memory",
@@ -757,6 +890,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     start.set_defaults(func=_cli_start)
     sub.add_parser("stop", help="stop a cluster started with `start`").set_defaults(func=_cli_stop)
+    add = sub.add_parser(
+        "add-taskmanager", help="start one more TaskManager (e.g. to replace a lost one)"
+    )
+    add.add_argument("--timeout", type=float, default=120.0)
+    add.set_defaults(func=_cli_add_taskmanager)
     sub.add_parser("status", help="print the REST /overview").set_defaults(func=_cli_status)
     sub.add_parser("fetch", help="only download the Flink jars").set_defaults(func=_cli_fetch)
     args = parser.parse_args(argv)

@@ -14,6 +14,16 @@ pool runs whatever code it is sent). The pool starts workers with a bare
 ``python``; ``worker_pool()`` and ``main()`` put this interpreter's directory
 first on ``PATH`` so that is the project's environment.
 
+One pool may serve several TaskManagers (``session_cluster.py start
+--taskmanagers 2``). Beam's pool keeps its worker processes by worker id alone,
+but each TaskManager numbers its workers itself (``1-1``, ``2-1``, ...), so two
+TaskManagers ask for the same ids: when one stopped its worker ``2-1``, Beam's
+pool killed the other TaskManager's ``2-1``, whose task then waited for its
+worker for ever ("Still waiting for startup of environment ... for worker id
+2-1"). This pool keeps each worker under the connection that asked for it as
+well (``_PerClientPool``), and stops a worker only for the connection that
+started it.
+
 CLI (foreground; Ctrl-C or SIGTERM stops the pool and its workers):
 
     .venv/bin/python scripts/flink/worker_pool.py --port 50000
@@ -50,10 +60,7 @@ def serve(port: int) -> None:
     os.environ["PATH"] = _env_with_this_python()["PATH"]
     import grpc
     from apache_beam.portability.api import beam_fn_api_pb2_grpc
-    from apache_beam.runners.worker.worker_pool_main import (
-        BeamFnExternalWorkerPoolServicer,
-        kill_process_gracefully,
-    )
+    from apache_beam.runners.worker.worker_pool_main import kill_process_gracefully
     from apache_beam.utils import thread_pool_executor
 
     server = grpc.server(
@@ -63,17 +70,73 @@ def serve(port: int) -> None:
     bound = server.add_insecure_port(f"localhost:{port}")
     if not bound:
         raise SystemExit(f"worker_pool: cannot listen on localhost:{port}")
-    pool = BeamFnExternalWorkerPoolServicer(use_process=True)
+    pool = _per_client_pool_class()(use_process=True)
     beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
     server.start()
     print(f"worker pool listening on localhost:{bound}", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(5.0):
+        pool.reap()
     server.stop(0)
-    for worker in list(pool._worker_processes.values()):
+    for worker in pool.all_workers():
         kill_process_gracefully(worker)
+
+
+def _per_client_pool_class():
+    """Beam's process-mode pool, its workers keyed by (client connection, worker id) (module docstring)."""
+    from apache_beam.portability.api import beam_fn_api_pb2
+    from apache_beam.runners.worker.worker_pool_main import (
+        BeamFnExternalWorkerPoolServicer,
+        kill_process_gracefully,
+    )
+
+    class _PerClientPool(BeamFnExternalWorkerPoolServicer):
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self._lock = threading.Lock()
+            self._owned: dict[tuple[str, str], subprocess.Popen] = {}
+
+        def StartWorker(self, request, context):  # noqa: N802 - gRPC method name
+            key, previous = (context.peer(), request.worker_id), None
+            with self._lock:  # Beam's entry under the bare id lives only inside this lock
+                response = super().StartWorker(request, context)
+                process = self._worker_processes.pop(request.worker_id, None)
+                if process is not None:
+                    previous = self._owned.pop(key, None)
+                    self._owned[key] = process
+            if process is not None and previous is not None:  # the same client reusing an id
+                kill_process_gracefully(previous)
+            return response
+
+        def StopWorker(self, request, context):  # noqa: N802 - gRPC method name
+            with self._lock:
+                process = self._owned.pop((context.peer(), request.worker_id), None)
+                if process is None:
+                    # The client reconnected (a new peer address): stop the worker only if no other
+                    # client has one of that id; otherwise it ends by itself once its TaskManager
+                    # closes its control stream.
+                    same_id = [key for key in self._owned if key[1] == request.worker_id]
+                    if len(same_id) == 1:
+                        process = self._owned.pop(same_id[0])
+            if process is not None:
+                print(f"stopping worker {request.worker_id} of {context.peer()}", file=sys.stderr, flush=True)
+                kill_process_gracefully(process)
+            return beam_fn_api_pb2.StopWorkerResponse()
+
+        def reap(self) -> None:
+            """Forget (and reap) workers that ended by themselves, so none lingers as a zombie."""
+            with self._lock:
+                for key, process in list(self._owned.items()):
+                    if process.poll() is not None:
+                        del self._owned[key]
+
+        def all_workers(self) -> list:
+            with self._lock:
+                return [*self._owned.values(), *self._worker_processes.values()]
+
+    return _PerClientPool
 
 
 def launch(port: int, out, *, own_session: bool = False) -> subprocess.Popen[bytes]:
