@@ -14,7 +14,6 @@ adds a key only when it has something to count, except where noted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping
 
@@ -120,40 +119,28 @@ def revision(family: str, counter: str) -> str:
     return f"revision/{family}/{counter}"
 
 
-@dataclass(frozen=True, slots=True)
 class FamilyKeys:
-    """Every per-family key of one family, built once (the slot decider adds a few per slot)."""
+    """Every per-family key of one family, built once (the slot decider adds a few per slot).
+    A plain slotted class, not a dataclass: nothing to generate at import."""
 
-    evaluations: str
-    accepted: str
-    superseded: str
-    retry: str
-    exhausted: str
-    deferred: str
-    stale: str
-    invariant_failures: str
-    refresh_due: str
-    refresh: str
-    refresh_excerpt_chars: str
-    accepted_current: str
-    accepted_stale: str
-    current_over_stale: str
-    entry_list_changed: str
-    entry_list_waiting: str
-    reordering_saved_retries: str
-    reordering_saved_deferrals: str
+    __slots__ = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale", "invariant_failures",
+                 "refresh_due", "refresh", "refresh_excerpt_chars", "accepted_current", "accepted_stale",
+                 "current_over_stale", "entry_list_changed", "entry_list_waiting", "reordering_saved_retries",
+                 "reordering_saved_deferrals")
+
+    def __init__(self, family: str) -> None:
+        for name in OUTCOMES:
+            setattr(self, name, outcome(family, name))
+        self.invariant_failures = invariant_failures(family)
+        for counter, _ in REVISION_COUNTS:
+            setattr(self, counter, revision(family, counter))
+        self.reordering_saved_retries = reordering_saved_retries(family)
+        self.reordering_saved_deferrals = reordering_saved_deferrals(family)
 
 
 @lru_cache(maxsize=None)
 def family_keys(family: str) -> FamilyKeys:
-    return FamilyKeys(
-        evaluations=EVALUATIONS,
-        **{name: outcome(family, name) for name in OUTCOMES},
-        invariant_failures=invariant_failures(family),
-        **{counter: revision(family, counter) for counter, _ in REVISION_COUNTS},
-        reordering_saved_retries=reordering_saved_retries(family),
-        reordering_saved_deferrals=reordering_saved_deferrals(family),
-    )
+    return FamilyKeys(family)
 
 
 # --- export-batch ------------------------------------------------------------------------------

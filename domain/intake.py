@@ -27,16 +27,15 @@ Pure, and free of Beam: any runner, command or plain loop calls it.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Annotated, NamedTuple, Sequence
 
 import msgspec
+import msgspec.structs
 import orjson
 
 from domain.families import FAMILIES
 from domain.families.base import FamilySpec
-from domain.frozen import quick_init
 from domain.records import json_error_summary, shown_value
 from domain.revision import MAX_ATTEMPT_NUMBER
 from domain.source import Transcript, TranscriptError, parse_transcript
@@ -54,8 +53,7 @@ Rejected = tuple[str, bytes]
 
 # --- transcript resolution ---------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class TranscriptResolution:
+class TranscriptResolution(NamedTuple):
     """The one usable transcript of a source, or None and why not.
 
     ``unknown_source`` is the reason every candidate (or request) of the source is
@@ -116,23 +114,44 @@ def _content_key(line: bytes) -> bytes:
 
 # --- the candidate envelope (SPEC §3.2) --------------------------------------------------------
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Producer(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """Who answered: the envelope's ``producer`` (SPEC §3.2), its two fields only."""
+
+    provider: str
+    model: str
+
+
+class Candidate(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """One producer attempt (SPEC §3.2), decoded.
+
+    Also the typed decoder of a well-formed envelope: exactly the SPEC's fields, no dict to
+    check key by key and nothing to copy (about half the time of ``_parse_candidate_record``
+    on the bench archive). An accelerator only: whatever it rejects or declines goes through
+    ``_parse_candidate_record``, so outcomes and messages are that function's. Extra fields
+    are refused, not skipped: msgspec skips a value without validating its UTF-8 or its
+    number range, where orjson rejects the line. The attempt is range-checked as it is
+    decoded, so a key written twice whose first value orjson refuses (an int beyond a double)
+    cannot pass unseen.
+    """
+
     candidate_id: str
     family: str
     source_id: str
     chunk_id: str
-    attempt: int
-    producer: Mapping[str, Any]
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPT_NUMBER)]
+    producer: Producer
     prompt_fingerprint: str
     schema_fingerprint: str
     raw_response: str
     received_at: str
-    line: bytes  # the original record bytes, for dead letters
     # Reconciliations (SPEC §3.2, §4.1): the fingerprint of the entry list the attempt was shown;
-    # None when the producer did not record one (the attempt is then judged against the current list).
+    # None when the producer did not record one (the attempt is then judged against the current
+    # list). Optional: absent and null are the same.
     input_fingerprint: str | None = None
+    # The original record bytes, for dead letters: set after decoding, never read from a record
+    # (a record's own "line" is an extra field, refused; one spelling its JSON name "__line__" is
+    # overwritten, as the general path ignores it).
+    line: bytes = msgspec.field(default=b"", name="__line__")
 
 
 _ENVELOPE_STRINGS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_fingerprint",
@@ -151,51 +170,20 @@ def parse_candidate(line: bytes) -> Candidate:
     return candidate
 
 
-# The typed decoding of a well-formed envelope: exactly the SPEC's fields, no dict to check
-# key by key (about half the time of _parse_candidate_record on the bench archive). An
-# accelerator only: whatever it rejects or declines goes through _parse_candidate_record, so
-# outcomes and messages are that function's. Extra fields are refused, not skipped: msgspec
-# skips a value without validating its UTF-8 or its number range, where orjson rejects the
-# line. The attempt is range-checked as it is decoded, so a key written twice whose first
-# value orjson refuses (an int beyond a double) cannot pass unseen.
-class _ProducerRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    provider: str
-    model: str
-
-
-class _EnvelopeRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    candidate_id: str
-    family: str
-    source_id: str
-    chunk_id: str
-    attempt: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPT_NUMBER)]
-    producer: _ProducerRecord
-    prompt_fingerprint: str
-    schema_fingerprint: str
-    raw_response: str
-    received_at: str
-    input_fingerprint: str | None = None  # optional (SPEC §3.2): absent and null are the same
-
-
-_decode_envelope_record = msgspec.json.Decoder(_EnvelopeRecord).decode
+_decode_candidate = msgspec.json.Decoder(Candidate).decode
 
 
 def _well_formed_candidate(line: bytes) -> Candidate | None:
     """The candidate when its line decodes as exactly the envelope's typed fields and no
     identifying field is blank; None otherwise (nothing is reported here)."""
     try:
-        record = _decode_envelope_record(line)
+        cand = _decode_candidate(line)
     except Exception:  # any failure at all: _parse_candidate_record decides, and names it
         return None
-    candidate_id, family, source_id, chunk_id = record.candidate_id, record.family, record.source_id, record.chunk_id
-    if not (candidate_id.strip() and family.strip() and source_id.strip() and chunk_id.strip()):
+    if not (cand.candidate_id.strip() and cand.family.strip() and cand.source_id.strip() and cand.chunk_id.strip()):
         return None
-    producer = record.producer
-    return Candidate(
-        candidate_id, family, source_id, chunk_id, record.attempt,
-        {"provider": producer.provider, "model": producer.model}, record.prompt_fingerprint,
-        record.schema_fingerprint, record.raw_response, record.received_at, line, record.input_fingerprint,
-    )
+    msgspec.structs.force_setattr(cand, "line", line)
+    return cand
 
 
 def _parse_candidate_record(line: bytes) -> Candidate:
@@ -225,8 +213,8 @@ def _parse_candidate_record(line: bytes) -> Candidate:
         raise EnvelopeError("candidate field 'input_fingerprint' must be a string or null")
     return Candidate(
         record["candidate_id"], record["family"], record["source_id"], record["chunk_id"], attempt,
-        {"provider": producer["provider"], "model": producer["model"]}, record["prompt_fingerprint"],
-        record["schema_fingerprint"], record["raw_response"], record["received_at"], line, input_fingerprint,
+        Producer(producer["provider"], producer["model"]), record["prompt_fingerprint"],
+        record["schema_fingerprint"], record["raw_response"], record["received_at"], input_fingerprint, line,
     )
 
 
@@ -270,8 +258,7 @@ def chunk_problem(spec: FamilySpec, transcript: Transcript, chunk_id: str) -> st
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
     """One source's candidates: those to evaluate (in candidate id order), the dead letters
     (in the order the job writes them) and how many fell outside ``--families``."""
 

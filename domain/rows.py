@@ -19,11 +19,9 @@ An artifact's ``records`` are the family's durable records (its
 ``durable_record``); their schema is the family's (``domain.schemagen``).
 """
 
-from __future__ import annotations
-
 import base64
 import hashlib
-from typing import Any, Literal, Mapping, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 from domain.issues import Issue, operator_issue_records
 from domain.revision import KIND_REFRESH, KIND_RETRY
@@ -130,7 +128,7 @@ class Candidate(Protocol):
     @property
     def attempt(self) -> int: ...
     @property
-    def producer(self) -> Mapping[str, Any]: ...
+    def producer(self) -> Any: ...  # its provider and model
     @property
     def prompt_fingerprint(self) -> str: ...
     @property
@@ -148,7 +146,7 @@ def evaluation_row(cand: Candidate, verdict: str, issues: tuple[Issue, ...], end
         "chunk_id": cand.chunk_id,
         "attempt": cand.attempt,
         "verdict": verdict,  # type: ignore[typeddict-item]  # one of VERDICTS
-        "issues": operator_issue_records(issues),  # type: ignore[typeddict-item]
+        "issues": operator_issue_records(issues) if issues else [],  # type: ignore[typeddict-item]  # most have none
         "endpoints_reordered": endpoints_reordered,
     }
 
@@ -181,7 +179,7 @@ def artifact_row(family: str, chunk_id: str, cand: Candidate, records: list[dict
         "provenance": {
             "candidate_id": cand.candidate_id,
             "attempt": cand.attempt,
-            "producer": dict(cand.producer),  # type: ignore[typeddict-item]
+            "producer": {"provider": cand.producer.provider, "model": cand.producer.model},
             "prompt_fingerprint": cand.prompt_fingerprint,
             "schema_fingerprint": cand.schema_fingerprint,
             "raw_response": cand.raw_response,

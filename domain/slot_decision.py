@@ -128,7 +128,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
     results = [evaluate_response(spec, cand.raw_response, ctx) for cand in judged]
     chosen = choose_accepted([r.passed for r in results], current)
     verdicts: list[AttemptVerdict] = []
-    for n, (cand, result) in enumerate(zip(judged, results)):
+    for n, result in enumerate(results):
         # Invariant failures are our bugs: counted for operators, never shown to a producer.
         issues = result.issues
         if issues and (invariant_failures := sum(map(is_invariant_issue, issues))):
@@ -140,7 +140,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
             counts.append((keys.superseded, 1))
         else:
             verdict = VERDICT_REJECTED
-        verdicts.append((cand, verdict, issues, result.endpoints_reordered))
+        verdicts.append((judged[n], verdict, issues, result.endpoints_reordered))
     accepted = -1 if chosen is None else chosen
     if judged is not attempts:  # the attempts made for another list wait; verdicts stay in attempt order
         verdicts, accepted = _with_waiting_attempts(spec, attempts, verdicts, accepted, list_fp)
