@@ -35,7 +35,7 @@ from domain.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COM
                             merged, rows_block, slot_row_order)
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, files_block, is_part_file, listed_files,
                                   relative_path)
-from domain.schemagen import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
+from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, check_arguments, parse_command, wants_help
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict

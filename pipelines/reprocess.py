@@ -52,7 +52,7 @@ from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.files import SUFFIX_FORMATS, format_of
-from domain.schemagen import arrow_schema_path
+from domain.schemas import arrow_schema_path
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's

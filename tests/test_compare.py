@@ -26,7 +26,7 @@ from domain.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERE
                             comparison_document, comparison_folder_problems, decide, facts_by_slot,
                             failed_after_registry_change, listed_rows, rows_block, sum_tallies)
 from domain.run_integrity import OutputFile
-from domain import schemagen
+from domain import schemas as schemagen
 from fixture_archive import candidate, ev, good_records, spell, write_archive
 from output_reader import read_rows
 

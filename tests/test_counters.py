@@ -72,9 +72,9 @@ def test_outcomes_have_one_definition():
 
 
 def test_request_kinds_have_one_definition():
-    import domain.schemagen
+    import domain.schemas
 
-    assert domain.schemagen.REQUEST_KINDS is REQUEST_KINDS
+    assert domain.schemas.REQUEST_KINDS is REQUEST_KINDS
 
 
 def test_every_key_the_job_writes_is_read_by_the_manifest():

@@ -26,7 +26,7 @@ from domain.families import FAMILIES
 from domain.families.base import ROLE_EXTRACTION, ROLE_SCENE, EvaluationContext
 from domain.issues import render_guidance
 from domain.reprocess import process_source
-from domain.schemagen import generated_schemas
+from domain.schemas import generated_schemas
 from domain.source import transcript_from_record
 
 COMBAT, ENEMY, SCENE = "combat-turns", "enemy-events", "scene-descriptions"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from domain.assets import llm_schema_path, load_json_asset, read_asset
 from domain.families import FAMILIES
 from domain.families.base import _policy_fingerprint
-from domain.schemagen import generated_schemas
+from domain.schemas import generated_schemas
 
 FAMILY_KEYS = sorted(FAMILIES)
 FORBIDDEN_KEYWORDS = {"uniqueItems", "if", "then", "else", "oneOf", "anyOf", "allOf", "not", "dependentRequired",

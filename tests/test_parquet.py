@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from domain.assets import durable_avro_schema_path, load_json_asset, read_asset
 from domain.families import FAMILIES
-from domain.schemagen import (
+from domain.schemas import (
     OUTPUT_AVRO_SCHEMAS,
     arrow_schema,
     arrow_schema_path,

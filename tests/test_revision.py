@@ -19,7 +19,7 @@ from domain.assets import current_fingerprints
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
 from domain.revision import REQUEST_KINDS, choose_accepted, next_attempt, refresh_due
-from domain.schemagen import REQUEST_KINDS as SCHEMA_REQUEST_KINDS
+from domain.schemas import REQUEST_KINDS as SCHEMA_REQUEST_KINDS
 
 SOURCE = "crd3:R"
 TRANSCRIPT = orjson.dumps({
@@ -206,7 +206,7 @@ def test_request_rows_of_both_kinds_match_the_generated_schemas():
     from jsonschema import Draft202012Validator
 
     from domain.assets import load_json_asset, read_asset
-    from domain.schemagen import generated_request_schemas
+    from domain.schemas import generated_request_schemas
 
     for path, data in generated_request_schemas().items():
         assert read_asset(path) == data, f"assets/{path} is stale: run python -m domain.schemagen"

@@ -1,7 +1,7 @@
 """The typed output rows (``domain.rows``) against the contracts they are written with.
 
 Row shapes used to live in four places (dict literals in the job, JSON Schema
-and Avro in ``domain.schemagen``, ``RetryRequest`` in export-batch) with
+and Avro in ``domain.schemas``, ``RetryRequest`` in export-batch) with
 nothing holding them together. Each ``TypedDict`` of ``domain.rows`` is now the
 shape, and these tests derive from it what each contract must say: the same
 fields in the same order, the same types and nullability, the same closed value
@@ -20,7 +20,8 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from domain import rows, schemagen
+from domain import rows
+from domain import schemas as schemagen
 from domain.assets import durable_avro_schema_path, durable_schema_path, load_json_asset
 from domain.batch.prompts import RetryRequest, parse_retry_request
 from domain.families import FAMILIES

@@ -41,7 +41,7 @@ from domain.families.base import (
 from domain.families.common import cited, order_records, raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name
-from domain.schemagen import DURABLE_EVIDENCE
+from domain.evidence_contract import DURABLE_EVIDENCE
 from domain.source import Transcript
 
 LIST_FIELD = "entities"
