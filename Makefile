@@ -31,16 +31,21 @@ clean:
 # Flink (see docs/running.md). FLINK_VERSION empty = the project's line, 1.20.
 FLINK_VERSION ?=
 export NOTARIUS_FLINK_VERSION = $(FLINK_VERSION)
-.PHONY: flink-jar flink-up flink-down
+TASKMANAGERS ?= 1
+.PHONY: flink-jar flink-up flink-down reliability
 
 flink-jar: $(STAMP)  ## Beam's Flink job server jar: cached, released (Maven), or built from ../shared/vendor; prints its path
 	$(BIN)/python scripts/flink/fetch_job_server.py
 
-flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI) + Python worker pool on localhost:50000
-	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000
+flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI; TASKMANAGERS=2 for two TaskManagers) + Python worker pool on localhost:50000
+	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000 --taskmanagers $(TASKMANAGERS)
 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop
+
+reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a Flink TaskManager killed mid-run
+	$(BIN)/python scripts/flink/prepare.py
+	NOTARIUS_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_flink.py -k killed_mid_stage
 
 # The PySpark peer's own environment (bench/requirements-peers.txt; Java 17 needed), installed on demand.
 PEERS_VENV ?= .venv-peers
