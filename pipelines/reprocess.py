@@ -19,6 +19,7 @@ if __name__ == "__main__":
     start_early(sys.argv[1:], WORKER_PRELOAD)
 
 import functools  # noqa: E402 - after the zygote's start, on purpose
+from dataclasses import dataclass  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import apache_beam as beam  # noqa: E402
@@ -43,7 +44,7 @@ from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIF
 from pipelines import runner_errors
 from pipelines.guards import claimed_output, command_as_typed
 from pipelines.runner_workarounds import send_stage_inputs_whole
-from pipelines.options import (OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
 from transforms.collector import freeze_for_exit
 from transforms.warm_workers import runner_with_warm_workers
@@ -79,69 +80,114 @@ def artifact_label(row: dict) -> str:
     return artifact_output(row["family"])
 
 
-def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
-    config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families),
-                       refresh_stale=bool(opts.refresh_stale))
-    fmt = opts.output_format
+@dataclass(frozen=True)
+class JobSettings:
+    """What the job's graph is built from: the checked options, as values (a composite's settings)."""
 
-    inputs = [
-        KeyedInput(opts.transcripts, INPUT_TRANSCRIPTS, "source_id", opts.max_record_bytes,
-                   fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA),
-                   progress=reading_progress(INPUT_TRANSCRIPTS, opts.progress_seconds)),
-        KeyedInput(opts.candidates, INPUT_CANDIDATES, "source_id", opts.max_record_bytes,
-                   fields=input_field_shape(CANDIDATE_INPUT_SCHEMA),
-                   progress=reading_progress(INPUT_CANDIDATES, opts.progress_seconds)),
-    ]
-    if opts.prior_registries:
-        inputs.append(KeyedInput(opts.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", opts.max_record_bytes))
-    read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs))
+    transcripts: str
+    candidates: str
+    output: str  # the real folder (pipelines.guards)
+    output_format: str = "avro"
+    prior_registries: str | None = None
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    progress_seconds: float = 0.0
+    config: RunConfig = RunConfig()
+    runner: str = DEFAULT_RUNNER
 
-    progress = ProgressSpec("sources", (INPUT_CANDIDATES,), opts.progress_seconds)
-    processed = read[KEYED] | "PerSource" >> JoinAndApply(
-        functools.partial(process_source_groups, config), OUTPUT_TAGS, progress=progress)
+    @classmethod
+    def from_options(cls, opts: ReprocessOptions, runner: str) -> "JobSettings":
+        config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families),
+                           refresh_stale=bool(opts.refresh_stale))
+        return cls(opts.transcripts, opts.candidates, opts.output, opts.output_format, opts.prior_registries,
+                   opts.max_record_bytes, opts.progress_seconds, config, runner)
 
-    output = opts.output  # the real folder (pipelines.guards)
-    specs = {artifact_output(key): OutputSpec(join_path(output, ARTIFACTS, key), fmt,
-                                              writer_schema(fmt, durable_avro_schema_path(key))) for key in FAMILIES}
-    specs.update({tag: OutputSpec(join_path(output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
-                  for tag in NON_ARTIFACT_OUTPUTS})
+    def inputs(self) -> tuple[KeyedInput, ...]:
+        inputs = [
+            KeyedInput(self.transcripts, INPUT_TRANSCRIPTS, "source_id", self.max_record_bytes,
+                       fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA),
+                       progress=reading_progress(INPUT_TRANSCRIPTS, self.progress_seconds)),
+            KeyedInput(self.candidates, INPUT_CANDIDATES, "source_id", self.max_record_bytes,
+                       fields=input_field_shape(CANDIDATE_INPUT_SCHEMA),
+                       progress=reading_progress(INPUT_CANDIDATES, self.progress_seconds)),
+        ]
+        if self.prior_registries:
+            inputs.append(KeyedInput(self.prior_registries, INPUT_PRIOR_REGISTRIES, "source_id", self.max_record_bytes))
+        return tuple(inputs)
+
+    def output_specs(self) -> dict[str, OutputSpec]:
+        fmt = self.output_format
+        specs = {artifact_output(key): OutputSpec(join_path(self.output, ARTIFACTS, key), fmt,
+                                                  writer_schema(fmt, durable_avro_schema_path(key)))
+                 for key in FAMILIES}
+        specs.update({tag: OutputSpec(join_path(self.output, tag), fmt, writer_schema(fmt, OUTPUT_SCHEMAS[tag]))
+                      for tag in NON_ARTIFACT_OUTPUTS})
+        return specs
+
+    def manifest_options(self) -> dict:
+        """The options the manifest records."""
+        return {
+            "transcripts": self.transcripts, "candidates": self.candidates, "output": self.output,
+            "output_format": self.output_format, "max_attempts": self.config.max_attempts,
+            "families": sorted(self.config.families) if self.config.families else None,
+            "max_record_bytes": self.max_record_bytes, "prior_registries": self.prior_registries,
+            "refresh_stale": self.config.refresh_stale,
+        }
+
+
+def label_outputs(read, processed):
+    """Every output's blocks labelled with their output (artifacts by family); dead letters include the read step's."""
     dead_letters = (read[DEAD], processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
-    # Each output's blocks; its dead letters include the read steps'.
     blocks = {**{tag: processed[tag] for tag in OUTPUT_TAGS}, "dead_letters": dead_letters}
-    labelled = (
+    return (
         blocks[ARTIFACTS] | "LabelArtifacts" >> beam.ParDo(LabelBlocks(artifact_label)),
         *(blocks[tag] | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows)) for tag in NON_ARTIFACT_OUTPUTS),
     )
-    # One writer for every output folder: (label, final path) of each file once all are in place.
-    written = labelled | "WriteOutputs" >> WriteOutputs(specs, output)
 
-    static_options = {
-        "transcripts": opts.transcripts, "candidates": opts.candidates, "output": opts.output,
-        "output_format": fmt, "max_attempts": opts.max_attempts,
-        "families": sorted(config.families) if config.families else None,
-        "max_record_bytes": opts.max_record_bytes,
-        "prior_registries": opts.prior_registries,
-        "refresh_stale": config.refresh_stale,
-    }
-    # The manifest is the run's commit record: it waits on the writers' results (every file
-    # finalized) and lists each file with its size, hash and rows as counted while it was written
-    # (verify reads them back); a run that fails before it leaves no manifest.
-    files = (
-        written
-        | "Described" >> beam.Map(lambda item: {"label": item[0], "path": item[1], "format": format_of(item[1]),
-                                               **item[2]})
-        # Never empty (every output has at least one shard), so no default element: that
-        # default costs the graph a Create and an InjectDefault step per combine.
-        | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-    )
-    (
-        (read[READ_COUNTS], processed[COUNTS])
-        | "AllCounts" >> beam.Flatten()
-        # Never empty: every input file read yields its counts (preflight refuses an empty match).
-        | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
-        | "WriteManifest" >> beam.Map(write_manifest, output, static_options, runner_name,
-                                      files=beam.pvalue.AsSingleton(files))
-    )
+
+def described_file(item: tuple) -> dict:
+    label, path, facts = item
+    return {"label": label, "path": path, "format": format_of(path), **facts}
+
+
+class ReprocessJob(beam.PTransform):
+    """The whole job: PBegin -> the path of the manifest it wrote, once every output file is final.
+
+    Read and key every input by source; decide every source with the domain; write every output
+    folder in one step; then the manifest, the run's commit record: it waits on the writers' results
+    (every file finalized) and lists each file with its size, hash and rows as counted while it was
+    written (verify reads them back). A run that fails before it leaves no manifest. ``expand``
+    only wires: every rule is in domain/, every mechanism in transforms/."""
+
+    def __init__(self, settings: JobSettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def expand(self, pbegin):
+        s = self.settings
+        read = pbegin | "Read" >> ReadKeyedInputs(s.inputs())
+        processed = read[KEYED] | "PerSource" >> JoinAndApply(
+            functools.partial(process_source_groups, s.config), OUTPUT_TAGS,
+            progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
+        written = label_outputs(read, processed) | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
+        files = (
+            written
+            | "Described" >> beam.Map(described_file)
+            # Never empty (every output has at least one shard), so no default element: that
+            # default costs the graph a Create and an InjectDefault step per combine.
+            | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
+        )
+        return (
+            (read[READ_COUNTS], processed[COUNTS])
+            | "AllCounts" >> beam.Flatten()
+            # Never empty: every input file read yields its counts (preflight refuses an empty match).
+            | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
+            | "WriteManifest" >> beam.Map(write_manifest, s.output, s.manifest_options(), s.runner,
+                                          files=beam.pvalue.AsSingleton(files))
+        )
+
+
+def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name: str) -> None:
+    pipeline | "Reprocess" >> ReprocessJob(JobSettings.from_options(opts, runner_name))
 
 
 def write_manifest(counts: dict, output: str, options: dict, runner: str, files: list[dict]) -> str:
