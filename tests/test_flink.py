@@ -229,7 +229,7 @@ def test_session_cluster_stops_every_process(cluster):
 # lands while its data flows, not before or after it; small enough for make test's budget.
 KILL_ARCHIVE_CANDIDATES = 40_000
 KILL_ARCHIVE_SOURCES = 80
-RESTART_ATTEMPTS = 3  # docs/running.md, "Restart strategy": a lost TaskManager cost 1-2 restarts here
+RESTART_ATTEMPTS = 3  # docs/running.md, "A lost TaskManager": one costs 1-2 restarts here
 
 
 # About a minute and a half on two cores (a 40k-candidate archive, a second cluster, a restart
