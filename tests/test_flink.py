@@ -169,8 +169,9 @@ def test_worker_pool_stops_only_the_worker_of_the_taskmanager_that_asked(tmp_pat
     silent.listen()
     control = endpoints_pb2.ApiServiceDescriptor(url=f"localhost:{silent.getsockname()[1]}")
 
-    def workers() -> set[str]:
-        return {pid for pid in os.listdir("/proc") if pid.isdigit() and 'worker_id="1-1"' in _cmdline(pid)}
+    def workers() -> set[str]:  # this test's: their control endpoint is the silent socket's
+        mine = f'SdkHarness("{control.url}",worker_id="1-1"'
+        return {pid for pid in os.listdir("/proc") if pid.isdigit() and mine in _cmdline(pid)}
 
     with silent, worker_pool(free_port(), log_file=tmp_path / "pool.log") as pool:
         # A connection each, as two TaskManager processes have (channels of one process share one).
@@ -226,7 +227,7 @@ def test_session_cluster_stops_every_process(cluster):
 
 # The kill test's archive: large enough that the per-source stage writes for a few seconds on two
 # cores (measured: ~1.4 s of writing at 20k candidates on a loaded machine, ~5 s at 60k), so the kill
-# lands while its data flows, not before or after it; small enough for make test's budget.
+# lands while its data flows, not before or after it; small enough to build and run in seconds.
 KILL_ARCHIVE_CANDIDATES = 40_000
 KILL_ARCHIVE_SOURCES = 80
 RESTART_ATTEMPTS = 3  # docs/running.md, "A lost TaskManager": one costs 1-2 restarts here
