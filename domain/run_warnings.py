@@ -25,11 +25,19 @@ def nothing_usable_warnings(manifest: Mapping[str, Any], dead_letter_reasons: Ma
     ``dead_letter_reasons``: input (``candidates``, ``transcripts``) -> reason -> count, from the
     run's dead letters (only read when a warning is due: see ``inputs_needing_reasons``)."""
     warnings = []
+    for name, flag in (("candidates", "--candidates"), ("transcripts", "--transcripts")):
+        if _read(manifest)[name] == 0:
+            warnings.append(f"warning: no {name[:-1]} was read: the files {flag} matched hold no record")
     for name, noun in inputs_needing_reasons(manifest).items():
         counted = _counts(manifest)[name]
         warnings.append(f"warning: every {noun} ({counted}) is a dead letter: nothing was evaluated from it"
                         f"{_most_common(dead_letter_reasons.get(name, {}))}")
     return warnings
+
+
+def _read(manifest: Mapping[str, Any]) -> dict[str, int]:
+    return {"candidates": manifest["conservation"]["candidates_in"],
+            "transcripts": manifest["transcript_conservation"]["transcripts_in"]}
 
 
 def _counts(manifest: Mapping[str, Any]) -> dict[str, int]:

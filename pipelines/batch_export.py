@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from domain import counters
 from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
-    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, REQUESTS_PREFIX, ExportConfig, build_export_manifest,
+    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from pipelines.options import DEFAULT_MAX_RECORD_BYTES
@@ -42,6 +42,7 @@ from pipelines.options import (JobOption, OptionsError, check_arguments, command
                                parse_command, parse_families, required_files)
 from pipelines.verify import require_verified
 from pipelines.runner_workarounds import send_stage_inputs_whole
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
@@ -320,4 +321,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

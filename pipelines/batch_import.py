@@ -35,8 +35,10 @@ from domain.batch.ledger import (
     CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
+from domain.intake import received_instant
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, command_parser, parse_command, required_files
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.compression import decompressed
 from transforms.read import UTF8_BOM
@@ -143,6 +145,10 @@ def run(argv: Sequence[str] | None = None) -> dict:
     """Import the results and return the import manifest."""
     args = parse_command(PROG, DESCRIPTION, IMPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     provider = PROVIDERS[args.provider]
+    if args.received_at is not None and received_instant(args.received_at) is None:
+        # Written into every candidate without a time of its own: a value the job cannot order by is refused.
+        raise SystemExit(f"{PROG}: --received-at {args.received_at!r} is not a time (RFC 3339, e.g. "
+                         f"2026-10-01T12:00:00Z)")
     try:
         pairs = request_files(match_all([args.requests], "--requests"))
         results = match_all(args.results, "--results")
@@ -248,4 +254,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 
 SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
@@ -25,12 +26,8 @@ SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipeli
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _dispatch(argv)
-    except KeyboardInterrupt:  # before a command held its folder (an interruption after: pipelines.guards)
-        from pipelines.guards import interrupted
-
-        raise interrupted("notarius-reprocess", None) from None
+    # A signal before a command holds its folder (during imports, say) is one line too; after: pipelines.guards.
+    return run_command("notarius-reprocess", _dispatch, argv)
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -41,6 +41,7 @@ from pipelines.options import JobOption, OptionsError, check_arguments, parse_co
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.files import SUFFIX_FORMATS, format_of, list_files, normalized_folder, read_file_facts
 from transforms.process import SumCounts
@@ -493,4 +494,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

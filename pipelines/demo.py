@@ -28,7 +28,7 @@ family from the current prompt and plan no second refresh).
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -36,9 +36,11 @@ from pathlib import Path
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import batch_export, batch_import, compare, reprocess, report, retry_economy
+from pipelines.guards import claimed_output
 from pipelines.outputs import read_manifest
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
-from transforms.files import FolderLock, FolderLockedError
+from transforms.files import OutputFolderError, check_output_folder, folder_state
 from sample import simulated_batch, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -48,15 +50,6 @@ BATCH_MODEL = "sim-2"  # the simulated model after the revision
 
 def bundled_transcripts() -> Path:
     return Path(str(resources.files("sample").joinpath(SAMPLE_TRANSCRIPTS)))
-
-
-def _fresh(*paths: Path) -> None:
-    """Every run writes into a folder of its own; a rerun of the demo starts them afresh."""
-    for path in paths:
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
 
 
 def _figures(job_out: Path, truth: Path, folder: Path, comparison=None) -> retry_economy.RunFigures:
@@ -107,18 +100,31 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the family whose prompt was revised (default {REVISED_FAMILY})")
     args, beam_args = parser.parse_known_args(argv)
 
-    root = Path(args.output).resolve()
-    if root.exists() and not root.is_dir():
-        raise SystemExit(f"{PROG}: --output {args.output!r} is a file, not a folder")
-    root.mkdir(parents=True, exist_ok=True)
+    # The demo's folder is claimed like every command's (pipelines.guards): not the root, creatable, one
+    # writer at a time. A rerun replaces an earlier demo's folder whole; any other folder that holds
+    # something is refused (the demo never deletes what it did not write).
+    inputs = {"--transcripts": str(args.transcripts)} if args.transcripts else {}
     try:
-        lock = FolderLock.acquire(str(root), PROG)  # one demo per folder at a time (each step locks its own)
-    except FolderLockedError as exc:
-        raise SystemExit(f"{PROG}: --output {args.output!r} is in use: {exc}") from None
-    try:
+        folder = check_output_folder(args.output, inputs, [DEMO_MARK]).folder  # the root, glob characters, a file
+    except OutputFolderError as exc:
+        raise SystemExit(f"{PROG}: {exc}") from None
+    if folder_state(folder) == "not-empty" and not is_earlier_demo(folder):
+        raise SystemExit(f"{PROG}: --output {args.output!r} holds files that are not an earlier demo's; choose an "
+                         f"empty folder (the demo replaces its own folder on each run)")
+    with claimed_output(PROG, args.output, inputs=inputs, writes=[DEMO_MARK], overwrite=True) as claimed:
+        root = Path(claimed)
+        (root / DEMO_MARK).write_text("written by python -m pipelines.demo; a rerun replaces this folder\n")
         return _run(args, beam_args, root)
-    finally:
-        lock.release()
+
+
+# The file that says a folder is the demo's own (so a rerun may replace it whole).
+DEMO_MARK = ".notarius-demo"
+
+
+def is_earlier_demo(folder: str) -> bool:
+    """A folder an earlier demo wrote: its mark, or (demos before the mark) its ground-truth file."""
+    return os.path.exists(os.path.join(folder, DEMO_MARK)) or os.path.isfile(
+        os.path.join(folder, "archive", "ground-truth.jsonl"))
 
 
 def _run(args, beam_args: list[str], root: Path) -> int:
@@ -126,7 +132,6 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
     transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"
     comparison = root / "compare"
-    _fresh(run1, run2, backfill, imported_candidates, truth_backfill, root / "job", comparison)
     archive.mkdir(parents=True, exist_ok=True)
 
     print(f"1/7 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt)")
@@ -192,4 +197,4 @@ def _run(args, beam_args: list[str], root: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -20,56 +20,29 @@ The options side (one declared table per command, bounds checked before any work
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
-import threading
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
+from domain.run_integrity import MANIFEST_NAME
+from pipelines.interruption import Interruption, Terminated, interrupted
 from transforms.files import (FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
                               empty_output_folder, folder_state, is_local, remove_temporary_entries)
 
-INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
-
-
-def interrupted(prog: str, folder: str | None, committed: bool = False) -> SystemExit:
-    """The one line a command prints when Ctrl-C ends it, and its exit."""
-    where = f" in {folder}" if folder else ""
-    what = f"the run{where} was committed before the interruption" if committed else f"nothing committed{where}"
-    print(f"{prog}: interrupted: {what}", file=sys.stderr)
-    return SystemExit(INTERRUPTED_EXIT)
-
-
-class _Interruption:
-    """Notes that Ctrl-C came. Beam re-raises a KeyboardInterrupt inside a transform as a RuntimeError
-    ("KeyboardInterrupt [while running ...]") and its runner threads print their own tracebacks as
-    they are torn down: once the signal came, whatever ends the command is reported as the interruption,
-    and the threads' dying words are not printed."""
-
-    def __init__(self) -> None:
-        self.seen = False
-        self._previous = None
-
-    def _on_sigint(self, signum, frame) -> None:
-        self.seen = True
-        threading.excepthook = lambda args: None
-        logging.disable(logging.CRITICAL)  # Beam logs the interrupted transform's traceback as an error
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> "_Interruption":
-        if threading.current_thread() is threading.main_thread():  # only the main thread may take signals
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-        if self.seen:
-            logging.disable(logging.NOTSET)
+def enclosing_run(folder: str) -> str | None:
+    """The nearest folder above ``folder`` that holds a commit record (a run's or a comparison's
+    ``manifest.json``): writing inside it would add files its verify does not expect."""
+    if not is_local(folder):
+        return None  # one listing per prefix level on an object store: not worth it for a warning this rare
+    parent = os.path.dirname(folder)
+    while parent and parent != os.path.dirname(parent):
+        if os.path.isfile(os.path.join(parent, MANIFEST_NAME)):
+            return parent
+        parent = os.path.dirname(parent)
+    return None
 
 
 def _create(folder: str) -> bool:
@@ -96,6 +69,10 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
     except OutputFolderError as exc:
         raise SystemExit(f"{prog}: {exc}") from None
     folder = target.folder
+    run = enclosing_run(folder)
+    if run is not None:
+        raise SystemExit(f"{prog}: --output {output!r} lies inside the committed folder {run} (it holds "
+                         f"{MANIFEST_NAME}): that folder would no longer verify; write outside it")
     try:
         created = _create(folder)
     except OSError as exc:
@@ -118,18 +95,22 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
         if lock is not None:
             lock.release()
         if created and folder_state(folder) == "empty":
-            os.rmdir(folder)  # refused: as if never asked
+            try:
+                os.rmdir(folder)  # refused: as if never asked
+            except OSError:
+                pass  # another command's lock file is in it now: the folder is theirs
         raise
-    interruption = _Interruption()
+    interruption = Interruption()
     try:
         with interruption:
             yield folder
     except BaseException as error:
-        if not (interruption.seen or isinstance(error, KeyboardInterrupt)):
+        if not (interruption.seen or isinstance(error, (KeyboardInterrupt, Terminated))):
             raise
         committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
         remove_temporary_entries(folder)
-        raise interrupted(prog, folder, committed) from None
+        raise interrupted(prog, folder, committed,
+                          terminated=interruption.terminated or isinstance(error, Terminated)) from None
     finally:
         remove_temporary_entries(folder)
         if lock is not None:

@@ -13,7 +13,7 @@ import difflib
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
@@ -211,7 +211,7 @@ def _value_problem(option: JobOption, value: Any) -> str | None:
     if option.existing_file:
         if is_local(value) and os.path.isdir(value):
             return f"{option.flag} {value!r} is a folder; name a file"
-        if not (os.path.isfile(value) if is_local(value) else matching_files(value)):
+        if not (os.path.exists(value) if is_local(value) else matching_files(value)):
             return f"{option.flag} {value!r}: no such file"
     return None
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import orjson
 
 from domain.run_summary import RunSummary
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
@@ -466,7 +467,12 @@ def baseline_comparison(baseline: str, output: str, folder: str) -> tuple[dict, 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], REPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     html = file_to_write(PROG, "--html", args.html or join_path(args.output, "report.html"))
-    figures = load_figures(args.output, Path(args.truth) if args.truth else None)
+    try:
+        figures = load_figures(args.output, Path(args.truth) if args.truth else None)
+    except SystemExit as refused:  # a folder that does not verify: one line, named for this command
+        if isinstance(refused.code, str):
+            raise SystemExit(f"{PROG}: {refused.code}") from None
+        raise
     for line in summary_lines(figures):
         print(line)
     comparison = None
@@ -481,4 +487,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

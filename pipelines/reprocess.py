@@ -46,6 +46,7 @@ from pipelines.guards import claimed_output, command_as_typed
 from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.warm_workers import runner_with_warm_workers
 from transforms.process import COUNTS, JoinAndApply, SumCounts
@@ -216,8 +217,10 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
         passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
         opts = options.view_as(ReprocessOptions)
         check_values(opts)
-        for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates)):
-            required_files(flag, pattern)
+        for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
+                              ("--prior-registries", opts.prior_registries)):
+            if pattern is not None:  # --prior-registries is optional; given, it must match files like the others
+                required_files(flag, pattern)
     except OptionsError as exc:
         raise SystemExit(f"{PROG}: {exc}") from None
     if passed_on:
@@ -332,4 +335,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

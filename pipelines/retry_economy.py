@@ -41,6 +41,7 @@ from domain.retry_economy import (
 )
 from domain.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
 from transforms.write import join_path
 from pipelines.guards import file_to_write
@@ -225,7 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], RETRY_ECONOMY_OPTIONS,
                          list(argv) if argv is not None else sys.argv[1:])
     target = Path(file_to_write(PROG, "--json", args.json or str(Path(args.output) / "retry_economy.json")))
-    figures = load_figures(Path(args.output), Path(args.truth))
+    try:
+        figures = load_figures(Path(args.output), Path(args.truth))
+    except SystemExit as refused:  # a folder that does not verify: one line, named for this command
+        if isinstance(refused.code, str):
+            raise SystemExit(f"{PROG}: {refused.code}") from None
+        raise
     for line in summary_lines(figures):
         print(line)
     write_json(figures, target)
@@ -234,4 +240,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -13,6 +13,8 @@ comparison is ``domain.run_integrity.verify_run``; this is the wiring
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from typing import Any, Sequence
 
@@ -23,8 +25,9 @@ from apache_beam.io.filesystems import FileSystems
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
 from pipelines.guards import command_as_typed
+from pipelines.interruption import run_command
 from transforms.collector import freeze_for_exit
-from transforms.files import folder_state, list_files, normalized_folder, read_file_facts
+from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
 
 
 def _read_manifest(folder: str) -> tuple[Any, str | None]:
@@ -43,6 +46,13 @@ def _read_manifest(folder: str) -> tuple[Any, str | None]:
         return None, f"{MANIFEST_NAME} is not valid JSON ({exc})"
 
 
+def _regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _found(folder: str, listed: dict[str, OutputFile]) -> tuple[dict[str, OutputFile | str | None], list[str]]:
     """What is there now of each listed file, and every part-* file in the folder (relative paths)."""
     present = {relative_path(folder, path) for path in list_files(folder)}
@@ -51,8 +61,13 @@ def _found(folder: str, listed: dict[str, OutputFile]) -> tuple[dict[str, Output
         if rel not in present:
             found[rel] = None
             continue
+        path = FileSystems.join(folder, rel)
+        if is_local(path) and not _regular_file(path):
+            # A pipe or a device never ends (a FIFO, a link to /dev/zero): reading it would hang verify.
+            found[rel] = "not a regular file (a link, a pipe or a device): the job writes plain files"
+            continue
         try:
-            facts = read_file_facts(FileSystems.join(folder, rel), want.format)
+            facts = read_file_facts(path, want.format)
         except OSError as exc:  # there, but not readable (permissions, a vanished object)
             found[rel] = f"cannot be read ({type(exc).__name__}: {exc})"
             continue
@@ -119,4 +134,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(freeze_for_exit(main()))
+    sys.exit(freeze_for_exit(run_command("notarius-reprocess verify", main)))

@@ -7,6 +7,7 @@ Each test here reproduces a finding of issue 29 on the code before its fix."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -476,3 +477,155 @@ def test_the_printed_verify_command_runs_as_printed(archive, tmp_path):
     done = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0 and "verified:" in done.stdout, (command, done.stderr[-2000:])
+
+
+# --- the independent adversarial check's findings (second round) ----------------------------------------
+
+def test_inputs_read_through_a_link_inside_the_output_are_inside_it(archive, tmp_path):
+    out = tmp_path / "out3"
+    out.mkdir()
+    (out / "inlink").symlink_to(tmp_path / "archive")
+    argv = ["--transcripts", str(out / "inlink" / "transcripts-*"), "--candidates", str(out / "inlink" / "candidates-*"),
+            "--output", str(out), "--overwrite"]
+    with pytest.raises(SystemExit, match="holds input files of --candidates"):
+        reprocess.run(argv)
+    assert (out / "inlink").is_symlink() and tree(tmp_path / "archive")
+
+
+def test_an_output_inside_a_committed_run_is_refused(finished_run):
+    from pipelines import batch_export
+
+    run = finished_run["run"]
+    with pytest.raises(SystemExit, match="lies inside the committed folder"):
+        batch_export.run(export_argv(run, finished_run["archive"], run / "batch"))
+    with pytest.raises(SystemExit, match="lies inside the committed folder"):
+        reprocess.run(job_argv(finished_run["archive"], run / "nested"))
+    assert verify.verify_folder(str(run)).ok
+
+
+def test_verify_does_not_read_a_pipe_or_a_device(finished_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_run["run"], copy)
+    part = next((copy / "evaluations").glob("part-*"))
+    part.unlink()
+    os.mkfifo(part)
+    other = next((copy / "dead_letters").glob("part-*"))
+    other.unlink()
+    other.symlink_to("/dev/zero")
+    proc = cli("verify", copy, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stdout.count("not a regular file") == 2, proc.stdout
+
+
+@pytest.mark.parametrize("pattern,message", [("{archive}", "names a folder"), ("{tmp}/nothing-*", "matches no files")])
+def test_prior_registries_given_must_name_files(archive, tmp_path, pattern, message):
+    with pytest.raises(SystemExit, match=f"--prior-registries .*{message}"):
+        reprocess.run(job_argv(archive, tmp_path / "out", "--prior-registries",
+                               pattern.format(archive=tmp_path / "archive", tmp=tmp_path)))
+
+
+def test_a_deletion_refused_past_the_check_puts_what_remains_back(tmp_path, monkeypatch):
+    import shutil
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a", "b", "manifest.json"):
+        (out / name).write_text(name)
+    real_rmtree = shutil.rmtree
+
+    def refusing_rmtree(path, *args, **kwargs):  # removes one entry, then the system refuses (an immutable file)
+        os.unlink(os.path.join(path, "a"))
+        raise PermissionError(1, "Operation not permitted", os.path.join(path, "b"))
+
+    monkeypatch.setattr(shutil, "rmtree", refusing_rmtree)
+    with pytest.raises(OSError, match="back in place"):
+        remove_folder_contents(str(out), [str(out / "manifest.json")])
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    assert sorted(os.listdir(out)) == ["b", "manifest.json"]  # nothing hidden in a staging folder
+
+
+def test_import_refuses_a_received_at_that_is_not_a_time(exported, tmp_path):
+    from pipelines import batch_import
+
+    with pytest.raises(SystemExit, match="--received-at 'bogus' is not a time"):
+        batch_import.run(import_argv(exported, tmp_path / "imp", "--received-at", "bogus"))
+    assert not (tmp_path / "imp").exists()
+
+
+def test_the_demo_claims_its_folder_like_every_command(tmp_path):
+    mine = tmp_path / "myproject"
+    (mine / "run1").mkdir(parents=True)
+    (mine / "run1" / "notes.txt").write_text("precious")
+    for output, message in ((mine, "holds files that are not an earlier demo's"), ("/", "root of its filesystem"),
+                            ("/proc/notarius-demo", "cannot be created"), (tmp_path / "x[1]", "contains [ ]")):
+        proc = subprocess.run([sys.executable, "-m", "pipelines.demo", "--output", str(output), "--candidates", "50"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and message in proc.stderr and proc.stderr.count("\n") == 1, (output, proc.stderr)
+    assert (mine / "run1" / "notes.txt").read_text() == "precious"
+    assert not (tmp_path / "x[1]").exists()
+
+
+def test_an_empty_candidates_file_is_said(archive, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert reprocess.main(["--transcripts", archive["transcripts"], "--candidates", str(empty),
+                           "--output", str(tmp_path / "out")]) == 0
+    assert "warning: no candidate was read: the files --candidates matched hold no record" in capsys.readouterr().out
+
+
+def _signal_after(argv: list, delay: float, signum=signal.SIGINT, module="pipelines.cli") -> subprocess.CompletedProcess:
+    proc = subprocess.Popen([sys.executable, "-m", module, *map(str, argv)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(delay)
+    os.killpg(proc.pid, signum)
+    stdout, stderr = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _said(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith(("INFO:apache_beam", "WARNING:apache_beam"))]
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3])
+def test_ctrl_c_while_the_command_starts_is_one_line(archive, tmp_path, delay):
+    """Before the folder is held (Beam half imported, options being read): one line, exit 130."""
+    done = _signal_after(job_argv(archive, tmp_path / "out"), delay)
+    assert done.returncode == 130, done.stderr[-3000:]
+    (line,) = _said(done.stderr)
+    assert re.fullmatch(r"notarius-reprocess: interrupted: nothing committed( in .*)?", line), line
+
+
+def test_ctrl_c_in_the_report_is_one_line(finished_run):
+    done = _signal_after(["--output", finished_run["run"]], 0.3, module="pipelines.report")
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert _said(done.stderr) == ["python -m pipelines.report: interrupted: nothing committed"]
+
+
+def test_sigterm_mid_run_is_one_line_and_leaves_no_temporary_files(archive, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *job_argv(archive, out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.is_dir() and any(n.startswith(".temp-") for n in os.listdir(out))):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert _said(stderr) == [f"notarius-reprocess: terminated: nothing committed in {out}"]
+    assert not [n for n in os.listdir(out) if n.startswith(".temp-") or n == LOCK_NAME]
+
+
+def test_a_thread_that_never_ends_cannot_keep_an_interrupted_command_alive(tmp_path):
+    """After the one line, a library thread that is not a daemon (Beam's state sampler caught between
+    starting and being marked started) would keep the interpreter waiting forever: a watchdog ends it."""
+    script = ("import sys, threading, time; sys.path.insert(0, %r)\n"
+              "from pipelines.interruption import interrupted\n"
+              "threading.Thread(target=lambda: time.sleep(3600)).start()\n"
+              "raise interrupted('prog', None)\n") % str(ROOT)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130 and done.stderr.strip() == "prog: interrupted: nothing committed"
+    assert time.monotonic() - started < 30

@@ -211,10 +211,12 @@ def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
     """Remove everything under ``folder`` (never anything outside it, never through a link); the paths in
     ``first`` go first.
 
-    Locally all or nothing: an entry that cannot be removed is found before anything moves; then every
-    entry is renamed into one staging folder inside ``folder`` (``first`` first: a crash in between
-    leaves no manifest behind) and the staging folder is deleted. A rename that fails puts the moved
-    entries back. Names are used as they are, never as patterns (an entry may be called ``[ab]``)."""
+    Locally: a folder whose entries we may not remove is found before anything moves (then nothing is
+    removed); every entry is renamed into one staging folder inside ``folder`` (``first`` first: a crash
+    in between leaves no manifest behind) and the staging folder is deleted. A rename that fails puts
+    the moved entries back; a deletion the system refuses past the permission check (an immutable
+    file, another user's entry in a sticky folder) puts what remains back in place and raises. Names
+    are used as they are, never as patterns (an entry may be called ``[ab]``)."""
     if not is_local(folder):
         for path in first:
             if FileSystems.exists(path):
@@ -244,7 +246,16 @@ def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
             os.rename(os.path.join(staging, name), os.path.join(folder, name))
         os.rmdir(staging)
         raise
-    shutil.rmtree(staging)  # unlinks links, never follows them
+    try:
+        shutil.rmtree(staging)  # unlinks links, never follows them
+    except OSError as exc:
+        # Refused by the system past the permission check (an immutable file, a sticky folder of another
+        # user's): what remains goes back in place, so the folder shows what is left, nothing hidden.
+        for name in os.listdir(staging):
+            os.rename(os.path.join(staging, name), os.path.join(folder, name))
+        os.rmdir(staging)
+        raise OSError(f"{exc.strerror or exc} ({exc.filename}); the entries that could not be removed are back in "
+                      f"place, the others are gone") from None
 
 
 def remove_temporary_entries(folder: str) -> list[str]:
@@ -354,19 +365,25 @@ def check_output_folder(output: str, input_patterns: dict[str, str | Sequence[st
                                     f"pattern; choose a folder name without them")
     if folder_state(folder) == "file":
         raise OutputFolderError(f"--output {output!r} is a file, not a folder")
-    prefix = folder.rstrip("/") + "/"
+    # Compared both as given and with links resolved: an input read through a link inside the folder
+    # is inside it as far as --overwrite is concerned (it would remove the link), wherever the link leads.
+    folders = {folder, given} if is_local(output) else {folder}
+    prefixes = tuple(f.rstrip("/") + "/" for f in folders)
     sample_outputs = list(sample_outputs)
     for flag, patterns in sorted(input_patterns.items()):
         for pattern in ([patterns] if isinstance(patterns, str) else list(patterns or ())):
             if not pattern:
                 continue
-            resolved = resolved_pattern(pattern)
-            matched = [resolved_folder(path) for path in matching_files(absolute_pattern(pattern))]
-            inside = [path for path in matched if path == folder or path.startswith(prefix)]
+            as_given = matching_files(absolute_pattern(pattern))
+            matched = as_given + [resolved_folder(path) for path in as_given]
+            inside = [path for path in matched if path in folders or path.startswith(prefixes)]
             if inside:
                 raise OutputFolderError(f"--output {output!r} holds input files of {flag} ({inside[0]}); write the "
                                         f"outputs to a folder of their own")
-            reached = [rel for rel in sample_outputs if pattern_reaches(resolved, FileSystems.join(folder, rel))]
+            reached = [rel for rel in sample_outputs for candidate_pattern in {resolved_pattern(pattern),
+                                                                                absolute_pattern(pattern)}
+                       for candidate_folder in folders
+                       if pattern_reaches(candidate_pattern, FileSystems.join(candidate_folder, rel))]
             if reached:
                 raise OutputFolderError(f"--output {output!r} is within reach of {flag} {pattern!r} (it would "
                                         f"match {reached[0]}): the next run would read this run's outputs as "

@@ -1,0 +1,99 @@
+"""Ctrl-C (SIGINT) and SIGTERM end any command with one line and a shell's exit code, never a traceback.
+
+Beam-free on purpose: an interruption can land while Beam is still being imported, and reporting it
+must not import Beam again (a half-imported module fails on its next import). A command that holds an
+output folder reports where nothing was committed (``pipelines.guards``); before that, or in a command
+that writes no folder, only the interruption is said.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Callable, Sequence
+
+INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
+TERMINATED_EXIT = 143  # ... and by SIGTERM
+# After the one line, the process ends within this many seconds even if a library thread that is
+# not a daemon (Beam's state sampler, caught between starting and being marked started) would
+# otherwise keep the interpreter waiting for it forever.
+EXIT_WATCHDOG_SECONDS = 5.0
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where KeyboardInterrupt would be, so one path reports and cleans up both."""
+
+
+def _exit_soon(code: int) -> None:
+    def end() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    watchdog = threading.Timer(EXIT_WATCHDOG_SECONDS, end)
+    watchdog.daemon = True
+    watchdog.start()
+
+
+def interrupted(prog: str, folder: str | None, committed: bool = False, terminated: bool = False) -> SystemExit:
+    """The one line a command prints when a signal ends it, and its exit (a watchdog ends the process
+    if shutting down hangs)."""
+    where = f" in {folder}" if folder else ""
+    what = f"the run{where} was committed before the signal" if committed else f"nothing committed{where}"
+    word = "terminated" if terminated else "interrupted"
+    print(f"{prog}: {word}: {what}", file=sys.stderr)
+    code = TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
+    _exit_soon(code)
+    return SystemExit(code)
+
+
+class Interruption:
+    """While active (main thread only): SIGINT and SIGTERM raise where the command runs, and note that they
+    came. Beam re-raises a KeyboardInterrupt inside a transform as a RuntimeError ("KeyboardInterrupt
+    [while running ...]") and its runner threads print their own tracebacks as they are torn down: once
+    a signal came, whatever ends the command is reported as the interruption, and the threads' dying
+    words are not printed."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.terminated = False
+        self._previous: dict[int, object] = {}
+
+    def _on_signal(self, signum, frame) -> None:
+        self.seen = True
+        self.terminated = signum == signal.SIGTERM
+        threading.excepthook = lambda args: None
+        logging.disable(logging.CRITICAL)  # Beam logs the interrupted transform's traceback as an error
+        if self.terminated:
+            raise Terminated()
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "Interruption":
+        if threading.current_thread() is threading.main_thread():  # only the main thread may take signals
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) is signal.SIG_IGN:
+                    continue  # started to ignore it (nohup, a shell's background job): it stays ignored
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        if self.seen:
+            logging.disable(logging.NOTSET)
+
+
+def run_command(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """``main(argv)``, with Ctrl-C or SIGTERM (outside a held folder) reported in one line."""
+    try:
+        with Interruption() as interruption:
+            return main(argv)
+    except (KeyboardInterrupt, Terminated) as signalled:
+        raise interrupted(prog, None, terminated=isinstance(signalled, Terminated)) from None
+    except BaseException:
+        if interruption.seen:  # a signal that Beam turned into another exception
+            raise interrupted(prog, None, terminated=interruption.terminated) from None
+        raise
