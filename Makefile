@@ -11,7 +11,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip 'setuptools>=77' wheel  # --setup_file's sdist needs both (PEP 639 license)
 	# setuptools warns about every editable install of a flat layout (a banner on the first make demo):
 	# this project's folders are its packages, so the warning says nothing here.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[test]'
