@@ -202,7 +202,7 @@ def _import(args, provider, pairs, results, ledger: ImportLedger, folder: str) -
                 # As the job does with a damaged input: what came before is imported, the rest is one
                 # unreadable line, the manifest names the file and claims no conservation (exit 2).
                 unreadable = str(exc)
-                print(f"import-batch: {unreadable}", file=sys.stderr)
+                print(f"{PROG}: {unreadable}", file=sys.stderr)
                 lines += 1
                 ledger_out.write(orjson.dumps(ledger.add_unreadable_rest(path, exc.lines_read + 1, unreadable)) + b"\n")
                 ledger_rows += 1
