@@ -63,3 +63,17 @@ def test_the_section_refuses_multi_processing_before_counting(monkeypatch, tmp_p
     monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/valgrind")
     with pytest.raises(SystemExit, match="callgrind counts one process"):
         section([5_000], ["loop", "direct-mp2"], tmp_path, {}, print)
+
+
+def test_a_counted_process_draws_the_same_random_numbers_every_run():
+    """Beam samples the elements it sizes with Python's random: seeded (bench/seeded/sitecustomize.py), a count repeats."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.instructions import REPEATABLE_ENV, SEEDED
+
+    env = {**os.environ, **REPEATABLE_ENV, "PYTHONPATH": str(SEEDED)}
+    draws = {subprocess.run([sys.executable, "-c", "import random; print(random.random())"], env=env,
+                            capture_output=True, text=True, check=True).stdout for _ in range(2)}
+    assert len(draws) == 1 and REPEATABLE_ENV["PYTHONHASHSEED"] == "0"
