@@ -30,6 +30,7 @@ from domain.source import transcript_from_record
 
 # Test dependencies (the `test` extra): a missing SDK fails here, it is never skipped.
 import anthropic.types.messages as anthropic_batches
+import google.genai._transformers as genai_transformers
 import google.genai.types as genai_types
 import openai.types.chat.completion_create_params as openai_chat
 import openai.types.responses.response_create_params as openai_responses
@@ -130,14 +131,35 @@ def check_request_line(provider: str, line: dict) -> list[str]:
         genai_types.Content.model_validate(request["systemInstruction"])
         for content in request["contents"]:
             genai_types.Content.model_validate(content)
-        genai_types.GenerationConfig.model_validate(request["generationConfig"])
+        config = genai_types.GenerationConfig.model_validate(request["generationConfig"])
     except Exception as exc:  # noqa: BLE001 - the message is the finding
         problems.append(f"$.request: {exc}")
+    else:
+        problems += closed_object_problems(provider, config.response_schema)
     if provider == "vertex":
         labels = request.get("labels", {})
         label_rule = re.compile(r"^[a-z0-9_-]{0,63}$")
         if not all(re.match(r"^[a-z][a-z0-9_-]{0,62}$", k) and label_rule.match(v) for k, v in labels.items()):
             problems.append(f"labels break Vertex's label rules: {labels}")
+    return problems
+
+
+def closed_object_problems(provider: str, schema: "genai_types.Schema | None", path: str = "$.responseSchema") -> list[str]:
+    """Vertex's Schema says additionalProperties: false on every object (it has the field);
+    the Gemini API's Schema has no such field, so its objects say nothing about it."""
+    if schema is None:
+        return [f"{path}: missing"]
+    problems = []
+    if schema.type == genai_types.Type.OBJECT:
+        wanted = False if provider == "vertex" else None
+        if schema.additional_properties is not wanted:
+            problems.append(f"{path}: additionalProperties {schema.additional_properties!r}, expected {wanted!r}")
+    elif schema.additional_properties is not None:
+        problems.append(f"{path}: additionalProperties on a {schema.type}")
+    for name, sub in (schema.properties or {}).items():
+        problems += closed_object_problems(provider, sub, f"{path}.properties.{name}")
+    if schema.items is not None:
+        problems += closed_object_problems(provider, schema.items, f"{path}.items")
     return problems
 
 
@@ -182,6 +204,41 @@ def test_request_lines_of_every_family_and_kind_match_the_provider_types(provide
         assert check_request_line(provider, checked) == [], (provider, family, kind)
         # Feedback only in a retry; a refresh is the plain prompt over the chunk (or the entry list).
         assert ("<validator_feedback>" in orjson.dumps(checked).decode()) == (kind == "retry"), (provider, family, kind)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_vertex_keeps_closed_objects_as_the_sdk_sends_them_and_gemini_drops_them(family):
+    """Vertex's responseSchema carries additionalProperties: false and the SDK's own schema
+    processing, in Vertex mode, passes it through unchanged; the Gemini API's carries none.
+
+    google-genai (3.6.1: types.Schema.additional_properties; _transformers.t_schema ->
+    process_schema -> _raise_for_unsupported_mldev_properties) refuses the field only when
+    the client is not a Vertex one."""
+    llm_schema = load_json_asset(llm_schema_path(family))
+    vertex, gemini = PROVIDERS["vertex"].schema(llm_schema), PROVIDERS["gemini"].schema(llm_schema)
+    assert PROVIDERS["vertex"].schema_problems(llm_schema) == PROVIDERS["gemini"].schema_problems(llm_schema) == ()
+    assert "additionalProperties" in orjson.dumps(vertex).decode()
+    assert "additionalProperties" not in orjson.dumps(gemini).decode()
+    assert closed_object_problems("vertex", genai_types.Schema.model_validate(vertex)) == []
+    assert closed_object_problems("gemini", genai_types.Schema.model_validate(gemini)) == []
+    # Apart from the closed objects, the two are the same schema.
+    assert _without_additional_properties(vertex) == gemini
+    # The SDK's own request path, as a Vertex client and as a Gemini Developer API client.
+    as_vertex = genai_transformers.t_schema(SimpleNamespace(vertexai=True), json.loads(json.dumps(vertex)))
+    assert as_vertex == genai_types.Schema.model_validate(vertex)
+    assert closed_object_problems("vertex", as_vertex) == []
+    open_object = {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}, "additionalProperties": {"type": "STRING"}}
+    genai_transformers.t_schema(SimpleNamespace(vertexai=True), json.loads(json.dumps(open_object)))
+    with pytest.raises(ValueError, match="additionalProperties.*Gemini Developer API"):
+        genai_transformers.t_schema(SimpleNamespace(vertexai=False), open_object)
+
+
+def _without_additional_properties(node):
+    if isinstance(node, dict):
+        return {k: _without_additional_properties(v) for k, v in node.items() if k != "additionalProperties"}
+    if isinstance(node, list):
+        return [_without_additional_properties(v) for v in node]
+    return node
 
 
 def test_a_refresh_is_the_plain_current_prompt_over_the_chunk():

@@ -393,12 +393,15 @@ def _gemini_answer(wire_id: str | None, response: Any, **extra) -> ResultOutcome
 
 class _Google(Provider):
     producer = ""
+    # Whether the target's Schema can say additionalProperties: false (Vertex AI can,
+    # the Gemini API cannot; see domain/batch/schemas.py).
+    keeps_closed_objects = False
 
     def schema_problems(self, llm_schema):
-        return gemini_problems(llm_schema)
+        return gemini_problems(llm_schema, keep_closed=self.keeps_closed_objects)
 
     def schema(self, llm_schema):
-        return to_gemini_schema(llm_schema)
+        return to_gemini_schema(llm_schema, keep_closed=self.keeps_closed_objects)
 
 
 class Gemini(_Google):
@@ -435,6 +438,7 @@ class Vertex(_Google):
     producer = "vertex"
     max_lines = 200_000
     max_bytes = 1000 * _MB
+    keeps_closed_objects = True  # Vertex's Schema has additionalProperties
 
     def wire_id(self, request_id):
         super().wire_id(request_id)

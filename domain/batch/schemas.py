@@ -14,10 +14,14 @@ and fails naming each offending place (a JSON pointer into the schema).
   constraints, no array constraints beyond ``minItems`` 0 or 1, every object
   ``additionalProperties: false``, no external ``$ref``.
 - Gemini / Vertex ``responseSchema`` is an OpenAPI 3.0 Schema subset, not JSON
-  Schema: upper-case type names, ``nullable: true`` instead of a type array,
-  no ``additionalProperties``. :func:`to_gemini_schema` converts honestly and
-  fails on anything it cannot express. ``additionalProperties: false`` is
-  dropped (Gemini cannot say it); the job's validators still reject extra keys.
+  Schema: upper-case type names, ``nullable: true`` instead of a type array.
+  :func:`to_gemini_schema` converts honestly and fails on anything it cannot
+  express. ``additionalProperties: false`` is kept for Vertex AI, whose
+  ``Schema`` has the field (aiplatform v1 ``Schema.additionalProperties``;
+  google-genai 3.6.1 ``types.Schema.additional_properties``, refused only for
+  the Gemini Developer API by ``_transformers._raise_for_unsupported_mldev_properties``),
+  and dropped for the Gemini API, whose ``Schema`` has no such field; the job's
+  validators reject extra keys either way.
 """
 
 from __future__ import annotations
@@ -118,25 +122,28 @@ def anthropic_problems(schema: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def gemini_problems(schema: Mapping[str, Any]) -> tuple[str, ...]:
+def gemini_problems(schema: Mapping[str, Any], *, keep_closed: bool = False) -> tuple[str, ...]:
     problems: list[str] = []
-    _to_gemini(provider_schema(schema), "", problems)
+    _to_gemini(provider_schema(schema), "", problems, keep_closed)
     return tuple(problems)
 
 
-def to_gemini_schema(schema: Mapping[str, Any]) -> dict:
+def to_gemini_schema(schema: Mapping[str, Any], *, keep_closed: bool = False) -> dict:
     """The LLM schema as a Gemini/Vertex ``responseSchema`` (OpenAPI subset).
 
-    Raises :class:`SchemaSubsetError` when something cannot be expressed.
+    ``keep_closed`` keeps ``additionalProperties: false`` on the objects that set
+    it (Vertex AI's ``Schema`` has the field; the Gemini API's has not, so it is
+    dropped there). Raises :class:`SchemaSubsetError` when something cannot be
+    expressed.
     """
     problems: list[str] = []
-    converted = _to_gemini(provider_schema(schema), "", problems)
+    converted = _to_gemini(provider_schema(schema), "", problems, keep_closed)
     if problems:
         raise SchemaSubsetError(tuple(problems))
     return converted
 
 
-def _to_gemini(node: Any, path: str, problems: list[str]) -> dict:
+def _to_gemini(node: Any, path: str, problems: list[str], keep_closed: bool = False) -> dict:
     where = path or "/"
     if not isinstance(node, dict):
         problems.append(f"{where}: a schema must be an object")
@@ -161,15 +168,18 @@ def _to_gemini(node: Any, path: str, problems: list[str]) -> dict:
             out["enum"] = list(values)
     extra = node.get("additionalProperties", False)
     if extra is not False:
-        problems.append(f"{where}: additionalProperties {extra!r} cannot be expressed (only false, which is dropped)")
+        kept = "which is kept" if keep_closed else "which is dropped"
+        problems.append(f"{where}: additionalProperties {extra!r} cannot be expressed (only false, {kept})")
     if isinstance(node.get("properties"), dict):
-        out["properties"] = {name: _to_gemini(sub, f"{path}/properties/{_escape(name)}", problems)
+        out["properties"] = {name: _to_gemini(sub, f"{path}/properties/{_escape(name)}", problems, keep_closed)
                              for name, sub in node["properties"].items()}
         out["propertyOrdering"] = list(node["properties"])  # keep the documented key order
     if "required" in node:
         out["required"] = list(node["required"])
+    if keep_closed and node.get("additionalProperties") is False:
+        out["additionalProperties"] = False
     if "items" in node:
-        out["items"] = _to_gemini(node["items"], f"{path}/items", problems)
+        out["items"] = _to_gemini(node["items"], f"{path}/items", problems, keep_closed)
     for key in ("minItems", "maxItems", "minimum", "maximum"):
         if key in node:
             out[key] = node[key]
