@@ -30,7 +30,7 @@ import fastavro
 import orjson
 
 from bench.lines import read_grouped
-from transforms.collector import collector_paused, tune_collector
+from runners.collector import collector_paused, tune_collector
 from transforms.compression import deflate_avro_writer
 
 from domain.assets import durable_avro_schema_path, load_json_asset
@@ -93,7 +93,7 @@ def write_source(writers: _Writers, outputs: dict[str, tuple[dict, ...]]) -> int
 
 def run(transcripts: str, candidates: str, output: Path, output_format: str, pause_gc: bool = True) -> dict:
     if pause_gc:
-        tune_collector()  # the job's collector policy (transforms.collector)
+        tune_collector()  # the job's collector policy (runners.collector)
     started = time.perf_counter()
     transcript_lines = read_grouped(transcripts)
     candidate_lines = read_grouped(candidates)
@@ -105,7 +105,7 @@ def run(transcripts: str, candidates: str, output: Path, output_format: str, pau
     rows = evaluated = 0
     for source_id in sorted(transcript_lines.keys() | candidate_lines.keys()):
         # The job pauses the garbage collector around each per-source call
-        # (transforms.collector.collector_paused); the ceiling does the same.
+        # (runners.collector.collector_paused); the ceiling does the same.
         with collector_paused() if pause_gc else contextlib.nullcontext():
             result = process_source(source_id, transcript_lines.get(source_id, ()), candidate_lines.get(source_id, ()),
                                     config)

@@ -10,7 +10,7 @@ file read as lines (``textFile``, bytes), every line keyed by its
 the two inputs joined with ``cogroup`` into ``--partitions`` partitions, and
 ``domain.reprocess.process_source_groups`` called once per source inside the
 Python workers, with the job's garbage-collector policy
-(``transforms.collector``). Each task writes its partition's rows as JSON Lines (orjson), one file
+(``runners.collector``). Each task writes its partition's rows as JSON Lines (orjson), one file
 per output folder (``artifacts/<family>/``, ``retry_requests/``,
 ``evaluations/``, ``dead_letters/``) and partition, and returns its counts;
 the driver adds them up. There is no manifest and no commit protocol: the
@@ -55,7 +55,7 @@ def _process_partition(output: str):
         import orjson
 
         from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
-        from transforms.collector import collector_paused, tune_collector
+        from runners.collector import collector_paused, tune_collector
 
         tune_collector()  # the job's collector policy, once per Python worker
         config = RunConfig()

@@ -41,9 +41,9 @@ from pipelines.guards import claimed_output
 from pipelines.options import (JobOption, OptionsError, check_arguments, command_parser, parse_choices,
                                parse_command, parse_families, required_files)
 from pipelines.verify import require_verified
-from pipelines.runner_workarounds import send_stage_inputs_whole
+from runners.workarounds import send_stage_inputs_whole
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.files import matching_files
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
@@ -288,7 +288,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST], commit_record=MANIFEST) as folder:
         args.output = folder
-        send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
+        send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, args, standard.runner)
         with FileSystems.open(join_path(args.output, MANIFEST)) as handle:

@@ -39,7 +39,7 @@ from domain.intake import received_instant
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, command_parser, parse_command, required_files
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.compression import decompressed
 from transforms.read import UTF8_BOM
 from transforms.write import join_path, write_json_document

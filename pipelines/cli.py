@@ -18,7 +18,7 @@ import importlib
 import sys
 
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 
 SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
                "verify": "pipelines.verify", "compare": "pipelines.compare"}
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
-    from transforms.warm_workers import start_early
+    from runners.warm_workers import start_early
 
     start_early(argv, ("pipelines.reprocess",))  # before Beam's import below: see pipelines.reprocess
     from pipelines import reprocess

@@ -39,10 +39,10 @@ from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, check_arguments, parse_command, wants_help
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
-from pipelines.runner_workarounds import send_stage_inputs_whole
+from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.files import SUFFIX_FORMATS, format_of, list_files, normalized_folder, read_file_facts
 from transforms.process import SumCounts
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs, decode_block
@@ -423,7 +423,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
         recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format}
-        send_stage_inputs_whole()  # see pipelines/runner_workarounds.py
+        send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner)
         path = join_path(folder, COMPARE_JSON)

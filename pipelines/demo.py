@@ -39,7 +39,7 @@ from pipelines import batch_export, batch_import, compare, reprocess, report, re
 from pipelines.guards import claimed_output
 from pipelines.outputs import read_manifest
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.files import OutputFolderError, check_output_folder, folder_state
 from sample import simulated_batch, simulated_producer
 

@@ -26,7 +26,7 @@ import orjson
 
 from domain.run_summary import RunSummary
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401

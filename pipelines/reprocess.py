@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
-# What the multi-processing workers import before their first request (transforms.warm_workers).
+# What the multi-processing workers import before their first request (runners.warm_workers).
 WORKER_PRELOAD = ("pipelines.reprocess",)
 if __name__ == "__main__":
     # Before the imports below (about a second): a two-worker run's zygote imports meanwhile.
-    from transforms.warm_workers import start_early
+    from runners.warm_workers import start_early
 
     start_early(sys.argv[1:], WORKER_PRELOAD)
 
@@ -41,14 +41,14 @@ from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
 from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
-from pipelines import runner_errors
 from pipelines.guards import claimed_output, command_as_typed
-from pipelines.runner_workarounds import send_stage_inputs_whole
 from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
                                parse_families, required_files, wants_help)
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
-from transforms.warm_workers import runner_with_warm_workers
+from runners import errors as runner_errors
+from runners.collector import freeze_for_exit
+from runners.warm_workers import runner_with_warm_workers
+from runners.workarounds import send_stage_inputs_whole
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
@@ -249,7 +249,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     with output_claim(opts) as folder:
         opts.output = folder  # the real folder, links resolved
         ensure_handler()  # progress lines (stderr) from in-process workers
-        send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runner_workarounds)
+        send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runners.workarounds)
         runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
         try:
             with beam.Pipeline(runner=runner, options=options) as pipeline:

@@ -42,7 +42,7 @@ from domain.retry_economy import (
 from domain.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.write import join_path
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command

@@ -26,7 +26,7 @@ from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verd
                                   one_line, relative_path, verify_run)
 from pipelines.guards import command_as_typed
 from pipelines.interruption import run_command
-from transforms.collector import freeze_for_exit
+from runners.collector import freeze_for_exit
 from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
 
 

@@ -1,11 +1,11 @@
-"""The collector policy of the job's DoFns (transforms/collector.py)."""
+"""The collector policy of the job's DoFns (runners/collector.py)."""
 
 import gc
 import weakref
 
 import pytest
 
-from transforms import collector
+from runners import collector
 
 
 @pytest.fixture

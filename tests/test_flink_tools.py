@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import flink_support
-from pipelines import runner_errors
+from runners import errors as runner_errors
 
 fjs = flink_support._fetch
 cluster_mod = flink_support._cluster

@@ -1,6 +1,6 @@
 """The layers hold, read from the source (every import, lazy ones inside functions included):
 no module imports one that imports it back (issue 30), domain/ never imports Beam, transforms/ never
-imports pipelines/ or knows a family."""
+imports pipelines/ or knows a family, and runners/ (the processes a run lives in) knows nothing of the job."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "transforms", "pipelines", "bench", "sample")
+PACKAGES = ("domain", "transforms", "pipelines", "runners", "bench", "sample")
+PROJECT = {*PACKAGES, "assets"}
 
 
 def modules() -> dict[str, Path]:
@@ -90,3 +91,22 @@ def test_domain_never_imports_beam_and_transforms_never_import_pipelines():
         if name.startswith("transforms"):
             assert not any(n.split(".")[0] in ("pipelines", "sample") for n in named), name
             assert not any(n.startswith("domain.families") for n in named), name
+
+
+def test_runners_know_nothing_of_the_job():
+    """Process management (warm workers, the collector's policy, runner errors and workarounds) imports no
+    package of the project: the job, its transforms and its domain use it, never the other way."""
+    for name, path in modules().items():
+        if name.startswith("runners"):
+            assert not any(n.split(".")[0] in PROJECT - {"runners"} for n in imports_of(path)), name
+
+
+def test_transforms_and_domain_never_launch_a_runner():
+    """A transform runs inside a worker: of runners/ it uses the collector's policy (its DoFns' first bundle)
+    and nothing that starts workers or runners; the domain uses none of it."""
+    for name, path in modules().items():
+        used = {n for n in imports_of(path) if n.split(".")[0] == "runners"}
+        if name.startswith("transforms"):
+            assert all(n == "runners.collector" or n.startswith("runners.collector.") for n in used), (name, used)
+        if name.startswith("domain"):
+            assert not used, name

@@ -1,4 +1,4 @@
-"""The runner workaround the entry points apply (pipelines/runner_workarounds.py)."""
+"""The runner workaround the entry points apply (runners/workarounds.py)."""
 
 import time
 
@@ -7,7 +7,7 @@ from apache_beam.runners.worker.data_plane import ClosableOutputStream
 
 from fixture_archive import write_archive
 from pipelines import reprocess
-from pipelines.runner_workarounds import send_stage_inputs_whole
+from runners.workarounds import send_stage_inputs_whole
 
 
 def bytes_delivered_while_flushes_block(limit_ms: int, seconds: float = 1.6) -> tuple[int, int]:

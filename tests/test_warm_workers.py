@@ -1,4 +1,4 @@
-"""Warm workers: a zygote forks the DirectRunner's multi-processing workers (transforms.warm_workers)."""
+"""Warm workers: a zygote forks the DirectRunner's multi-processing workers (runners.warm_workers)."""
 
 import json
 import os
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms import warm_workers
-from transforms.warm_workers import looks_multi_processing, runner_with_warm_workers, start_zygote
+from runners import warm_workers
+from runners.warm_workers import looks_multi_processing, runner_with_warm_workers, start_zygote
 
 TESTS = Path(__file__).parent
 
@@ -114,7 +114,7 @@ def test_close_ends_the_zygote(recording_zygote):
 
 def test_the_zygote_ends_with_the_process_that_started_it(entries_importable):
     starter = subprocess.run(
-        [sys.executable, "-c", "import os; from transforms.warm_workers import start_zygote;"
+        [sys.executable, "-c", "import os; from runners.warm_workers import start_zygote;"
                                "z = start_zygote((), entry='warm_entry:record'); print(z.process.pid, z.folder, flush=True);"
                                "os._exit(0)"], capture_output=True, text=True, timeout=60, check=True)
     pid, folder = starter.stdout.split()
@@ -219,7 +219,7 @@ def test_the_job_on_two_workers_forks_them_from_its_zygote(tmp_path):
         seen.update((pid, parent, command) for pid, (parent, command) in process_table().items())
         time.sleep(0.01)
     assert job.returncode == 0, job.stderr.read()[-3000:]
-    zygotes = {pid for pid, parent, command in seen if parent == job.pid and "transforms.warm_workers serve" in command}
+    zygotes = {pid for pid, parent, command in seen if parent == job.pid and "runners.warm_workers serve" in command}
     assert len(zygotes) == 1
     workers = {pid for pid, parent, _ in seen if parent in zygotes}
     assert len(workers) >= 2  # sampled every 10 ms: both lived for the whole run

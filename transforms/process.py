@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.collector import collector_paused, tune_collector
+from runners.collector import collector_paused, tune_collector
 from transforms.progress import ProgressSpec, sizes_of
 from transforms.read import decode_block
 

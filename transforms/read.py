@@ -34,7 +34,7 @@ from apache_beam.metrics import Metrics
 from domain import counters
 from domain.records import json_error_summary
 from domain.rows import dead_letter_row
-from transforms.collector import tune_collector
+from runners.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
 from transforms.json_keys import key_of

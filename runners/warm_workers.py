@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
 # What a forked worker runs: "module:function", called with no arguments; its return value
 # (or SystemExit code) is the worker's exit status.
-DEFAULT_ENTRY = "transforms.warm_workers:run_beam_worker"
+DEFAULT_ENTRY = "runners.warm_workers:run_beam_worker"
 
 FORKED = b"F"  # sent by a forked worker first thing: the request is taken
 # Native threads some imports start, off in the zygote: a fork copies only the thread that forks, so the zygote
