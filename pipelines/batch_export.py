@@ -26,7 +26,7 @@ from typing import Sequence
 import apache_beam as beam
 import orjson
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from domain import counters
 from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
@@ -38,7 +38,7 @@ from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
 from domain.revision import REQUEST_KINDS
 from pipelines.guards import claimed_output
-from pipelines.options import (JobOption, OptionsError, check_arguments, command_parser, parse_choices,
+from pipelines.options import (JobOption, OptionsError, beam_options, command_parser, parse_choices,
                                parse_command, parse_families, required_files)
 from pipelines.verify import require_verified
 from runners.workarounds import send_stage_inputs_whole
@@ -271,18 +271,8 @@ def run(argv: Sequence[str] | None = None) -> dict:
     """Run the export and return its manifest."""
     args, beam_args = parse_command(PROG, DESCRIPTION, EXPORT_OPTIONS,
                                     list(argv) if argv is not None else sys.argv[1:], known_only=True)
-    options = PipelineOptions(beam_args)
+    options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=lambda: _preflight(args))
     standard = options.view_as(StandardOptions)
-    try:
-        # What is neither an export flag nor a Beam option would otherwise be dropped by Beam without a word.
-        passed_on = check_arguments(beam_args, standard.runner, job_flags=_job_flags())
-        _preflight(args)
-    except OptionsError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
-    if passed_on:
-        print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
-    if not standard.runner:
-        standard.runner = DEFAULT_RUNNER
     inputs = {"--retry-requests": args.retry_requests, "--transcripts": args.transcripts,
               "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,

@@ -25,7 +25,7 @@ import apache_beam as beam
 import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from domain.assets import load_json_asset
 from domain.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
@@ -37,7 +37,7 @@ from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, file
                                   relative_path)
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
-from pipelines.options import JobOption, OptionsError, check_arguments, parse_command, wants_help
+from pipelines.options import JobOption, OptionsError, beam_options, parse_command, wants_help
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
 from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
@@ -400,23 +400,17 @@ def run(argv: Sequence[str] | None = None) -> dict:
 def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     """Run the comparison: its document and the folder it was written to (links resolved)."""
     folders, args, beam_args = parse(list(argv) if argv is not None else sys.argv[1:])
-    options = PipelineOptions(beam_args)
-    standard = options.view_as(StandardOptions)
-    try:
-        # What is neither a compare flag nor a Beam option would otherwise be dropped by Beam without a word.
-        passed_on = check_arguments(beam_args, standard.runner, job_flags=_job_flags())
-        manifests = {}
+    manifests = {}
+
+    def both_runs_verify() -> None:
         for run_name, folder in zip(RUNS, folders):
             try:
                 manifests[run_name] = require_verified(folder)  # SPEC 6.2: only a run folder that verifies
             except SystemExit as refused:
                 raise OptionsError(f"run {run_name.upper()}: {refused}") from None
-    except OptionsError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
-    if passed_on:
-        print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
-    if not standard.runner:
-        standard.runner = DEFAULT_RUNNER
+
+    options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=both_runs_verify)
+    standard = options.view_as(StandardOptions)
     runs = {run_name: normalized_folder(folder) for run_name, folder in zip(RUNS, folders)}
     # Every file of either run is an input: the comparison may be written neither in a run folder nor around one.
     inputs = {f"RUN_{run_name.upper()}": join_path(runs[run_name], "**") for run_name in RUNS}

@@ -12,10 +12,11 @@ import argparse
 import difflib
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
 from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
@@ -278,3 +279,24 @@ def parse_command(prog: str, description: str, table: Sequence[JobOption], argv:
     except OptionsError as exc:
         raise SystemExit(f"{prog}: {exc}") from None
     return (values, rest) if known_only else values
+
+
+def beam_options(prog: str, beam_args: Sequence[str], job_flags: Sequence[str], default_runner: str,
+                 preflight=None) -> PipelineOptions:
+    """A Beam subcommand's pipeline options: the arguments its own parser left must be Beam's (an unknown
+    flag stops it; with a job-server runner, one that is not a near miss of ``job_flags`` is passed on,
+    and said); ``preflight()`` runs in the same one-line refusal; no --runner: ``default_runner``."""
+    options = PipelineOptions(list(beam_args))
+    standard = options.view_as(StandardOptions)
+    try:
+        # What is neither a flag of the command nor a Beam option would otherwise be dropped by Beam without a word.
+        passed_on = check_arguments(beam_args, standard.runner, job_flags=job_flags)
+        if preflight is not None:
+            preflight()
+    except OptionsError as exc:
+        raise SystemExit(f"{prog}: {exc}") from None
+    if passed_on:
+        print(f"{prog}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
+    if not standard.runner:
+        standard.runner = default_runner
+    return options
