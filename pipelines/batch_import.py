@@ -41,7 +41,7 @@ from pipelines.options import JobOption, OptionsError, command_parser, parse_com
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.compression import decompressed
-from transforms.read import UTF8_BOM
+from transforms.raw_records import UTF8_BOM
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"

@@ -45,7 +45,8 @@ from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.files import SUFFIX_FORMATS, format_of, list_files, normalized_folder, read_file_facts
 from transforms.process import SumCounts
-from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs, decode_block
+from transforms.raw_records import decode_block
+from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
 from transforms.write import FORMATS, OutputSpec, WriteOutputs, arrow_schema, join_path, write_document
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download

@@ -182,7 +182,7 @@ def test_the_manifest_names_unreadable_files_per_input():
 
 import json  # noqa: E402
 
-from transforms.read import avro_record_to_json  # noqa: E402
+from transforms.raw_records import avro_record_to_json  # noqa: E402
 
 
 def test_the_same_transcript_in_two_spellings_is_one_transcript():
@@ -239,7 +239,7 @@ def test_transcripts_with_different_content_still_conflict():
 import decimal  # noqa: E402
 
 from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input_field_shape  # noqa: E402
-from transforms.read import project  # noqa: E402
+from transforms.raw_records import project  # noqa: E402
 
 
 def wider(schema: dict, extra_fields: list[dict]) -> dict:

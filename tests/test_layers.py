@@ -110,3 +110,22 @@ def test_transforms_and_domain_never_launch_a_runner():
             assert all(n == "runners.collector" or n.startswith("runners.collector.") for n in used), (name, used)
         if name.startswith("domain"):
             assert not used, name
+
+
+def reached_from(name: str, graph: dict[str, set[str]]) -> set[str]:
+    """``name`` and every project module it imports, directly or through others."""
+    seen, todo = set(), [name]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
+def test_the_parsing_of_raw_records_never_imports_beam():
+    """What the read step does to a record's bytes (transforms.raw_records) runs and is tested without Beam:
+    neither it nor anything it imports names apache_beam."""
+    known, graph = modules(), import_graph()
+    for name in reached_from("transforms.raw_records", graph):
+        assert not any(n.split(".")[0] == "apache_beam" for n in imports_of(known[name])), name

@@ -164,7 +164,8 @@ def test_read_keyed_inputs_reads_parquet_rows_as_json(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.read import KEYED, KeyedInput, ReadKeyedInputs, decode_block
+    from transforms.raw_records import decode_block
+    from transforms.read import KEYED, KeyedInput, ReadKeyedInputs
 
     schema = to_pyarrow(load_json_asset(arrow_schema_path("outputs/dead_letter.v1.avsc")))
     rows = [{"input": "candidates", "reason": "r\n", "payload": "caf\u00e9 \U0001f409", "payload_encoding": "utf-8"},

@@ -43,7 +43,7 @@ from domain.reprocess import RunConfig, process_source
 from fixture_archive import S1_CHUNKS, S1_IDS, candidate, good_records, transcript
 from output_reader import canonical, read_outputs
 from pipelines import reprocess
-from transforms.read import OVERSIZE_PAYLOAD_HEAD, avro_record_to_json, iter_lines
+from transforms.raw_records import OVERSIZE_PAYLOAD_HEAD, avro_record_to_json, iter_lines
 
 S1 = "crd3:S1"
 S2 = "crd3:S2"

@@ -29,7 +29,8 @@ from pipelines.outputs import read_manifest, read_outputs
 from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
                               remove_folder_contents)
-from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, decode_block
+from transforms.raw_records import decode_block
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 
 ROOT = Path(__file__).resolve().parent.parent
 

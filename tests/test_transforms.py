@@ -13,7 +13,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from output_reader import read_rows
 from transforms.process import COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, decode_block, encode_block
+from transforms.raw_records import OVERSIZE_PAYLOAD_HEAD, Blocks, decode_block, encode_block, key_record
+from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
@@ -63,6 +64,31 @@ def test_several_inputs_are_read_in_one_step_each_record_named_by_its_input(tmp_
 def test_inputs_read_together_need_distinct_names():
     with pytest.raises(ValueError, match="distinct"):
         ReadKeyedInputs((KeyedInput("a*", "x", "k", 10), KeyedInput("b*", "x", "k", 10)))
+
+
+def test_key_record_keys_a_line_or_says_why_not_without_beam():
+    line = b'{"source_id": "s1", "text": "x"}'
+    assert key_record(line, "candidates", "source_id", 100) == ("s1", line)
+    reasons = {
+        b"\xff{}": "record is not valid UTF-8 text",
+        b'{"source_id": ': "record is not valid JSON (unexpected end of data at character 14)",
+        b"[1]": "record is not a JSON object",
+        b'{"x": 1}': "record is missing a string 'source_id'",
+        b'{"source_id": " "}': "record is missing a string 'source_id'",
+        b'{"source_id": "s1", "pad": "' + b"x" * 200 + b'"}': "record exceeds --max-record-bytes (100 bytes)",
+    }
+    for bad, reason in reasons.items():
+        row = key_record(bad, "candidates", "source_id", 100)
+        assert row["input"] == "candidates" and row["reason"] == reason, bad
+    huge = b"x" * (OVERSIZE_PAYLOAD_HEAD + 10)
+    assert key_record(huge, "candidates", "source_id", 100)["payload"] == "x" * OVERSIZE_PAYLOAD_HEAD
+
+
+def test_blocks_flush_past_their_budget_and_round_trip():
+    blocks = Blocks(budget=6)
+    assert not blocks.add("a", b"12") and not blocks.add("b", b"3") and blocks.add("a", b"456")
+    assert {key: decode_block(block) for key, block in blocks.flush()} == {"a": [b"12", b"456"], "b": [b"3"]}
+    assert blocks.flush() == [] and blocks.size == 0
 
 
 def test_join_and_apply_calls_fn_once_per_key_with_every_input():

@@ -22,7 +22,7 @@ from apache_beam.metrics import Metrics
 
 from runners.collector import collector_paused, tune_collector
 from transforms.progress import ProgressSpec, sizes_of
-from transforms.read import decode_block
+from transforms.raw_records import decode_block
 
 COUNTS = "counts"
 

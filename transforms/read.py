@@ -5,6 +5,10 @@ read as until the per-key step; only its key field is looked at here. Every
 record that cannot be read or keyed becomes a dead letter with its original
 bytes, and every record read is counted, so the job can prove conservation.
 
+What is done to each record's bytes (lines split, Avro and Parquet records as JSON lines,
+keying, blocks) is in ``transforms/raw_records.py``, without Beam; here are the DoFn that reads
+each file through it and the transform that wires the step.
+
 Records leave in blocks, not one element each: ``keyed`` carries
 ``(key, (input name, block))`` where a block packs the records of one key met in one file
 (``encode_block``/``decode_block``), and ``dead`` carries lists of dead-letter
@@ -18,38 +22,33 @@ the file's size or order.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
-from typing import Iterator
 
 import apache_beam as beam
 import fastavro
 import orjson
-import zstandard  # a dependency of apache-beam itself
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain import counters
-from domain.records import json_error_summary
 from domain.rows import dead_letter_row
 from runners.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
-from transforms.json_keys import key_of
 from transforms.progress import ProgressSpec
+from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, iter_lines, key_record,
+                                    project)
 
 KEYED = "keyed"
 DEAD = "dead"
 COUNTS = "counts"
 
-# A dead letter payload for a record too large to keep whole keeps its head only.
-OVERSIZE_PAYLOAD_HEAD = 64 * 1024
-_READ_BLOCK = 1 << 20
 # Pending keyed bytes of one file before its blocks are flushed; dead letters per block.
 BLOCK_BYTES = 16 << 20
 DEAD_BLOCK_ROWS = 1000
+PARQUET_BATCH_ROWS = 4096
 # Reading progress: files done and records read, tallied every PROGRESS_RECORDS records of a file.
 RECORDS = "records"
 PROGRESS_RECORDS = 16384
@@ -58,113 +57,6 @@ PROGRESS_RECORDS = 16384
 def reading_progress(input_name: str, interval_s: float) -> ProgressSpec:
     """Progress lines for reading one input ("reading candidates: 3 files, 49,152 records ...")."""
     return ProgressSpec("files", (RECORDS,), interval_s, (f"reading {input_name}", f"read {input_name}"))
-UTF8_BOM = b"\xef\xbb\xbf"
-
-
-def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
-    """(line without its line break, oversize?) for each line of a binary stream.
-
-    Splits on b"\\n" only (a record may legally contain U+0085 or U+2028) and
-    never holds more than ``max_record_bytes`` of one line in memory.
-    """
-    while True:
-        # Room for a record at the limit plus its line break ("\r\n" is two bytes).
-        line = stream.readline(max_record_bytes + 2)
-        if not line:
-            return
-        record = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
-        if len(record) <= max_record_bytes:
-            yield record, False
-            continue
-        # The first limit + 1 bytes are record content (never the "\r" of a line break).
-        head = record[: min(max_record_bytes + 1, OVERSIZE_PAYLOAD_HEAD)]
-        while not line.endswith(b"\n"):  # skip the rest of the oversize line
-            line = stream.readline(_READ_BLOCK)
-            if not line:
-                break
-        yield head, True
-
-
-def project(value, shape):
-    """``value`` with only the fields ``shape`` names (nested: {name: sub-shape or None}); lists
-    are projected item by item. Fields a contract does not name are ignored, whatever their
-    type, so they can neither fail nor reach the record."""
-    if shape is None:
-        return value
-    if isinstance(value, dict):
-        return {key: project(item, shape[key]) for key, item in value.items() if key in shape}
-    if isinstance(value, list):
-        return [project(item, shape) for item in value]
-    return value
-
-
-PARQUET_BATCH_ROWS = 4096
-
-
-def avro_record_to_json(record: dict) -> bytes:
-    """An Avro record as a JSON line; bytes fields must be UTF-8 text."""
-
-    def default(value):
-        if isinstance(value, bytes):
-            return value.decode("utf-8")  # UnicodeDecodeError -> the caller's dead letter
-        raise TypeError
-
-    return orjson.dumps(record, default=default)
-
-
-def _avro_payload(record: dict) -> bytes:
-    """A dead letter's payload for an Avro record: bytes as base64, any other value JSON has
-    no form for (decimals from a wider schema, ...) as its text. Must not fail: if it did, the
-    rest of the file would be lost with it."""
-
-    def default(value):
-        if isinstance(value, bytes):
-            return {"base64": base64.b64encode(value).decode("ascii")}
-        return str(value)
-
-    try:
-        return orjson.dumps(record, default=default)
-    except TypeError:  # nested deeper than JSON encoding allows
-        return b""
-
-
-# Fast level: the point is moving fewer bytes through the shuffle, not archiving.
-_ZSTD_LEVEL = 1
-
-
-def encode_block(records: list[bytes]) -> bytes:
-    """Records packed into one compressed value. A record never holds b"\\n": JSON
-    Lines records are split on it, and Avro records become JSON from orjson,
-    which escapes it."""
-    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(b"\n".join(records))
-
-
-def decode_block(block: bytes) -> list[bytes]:
-    return zstandard.ZstdDecompressor().decompress(block).split(b"\n")
-
-
-class _Blocks:
-    """Records of one file grouped by key, flushed as ``(key, block)`` past a byte budget."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.pending: dict[str, list[bytes]] = {}
-        self.size = 0
-
-    def add(self, key: str, line: bytes) -> bool:
-        """Add a record; True when the pending blocks should be flushed."""
-        block = self.pending.get(key)
-        if block is None:
-            self.pending[key] = [line]
-        else:
-            block.append(line)
-        self.size += len(line)
-        return self.size >= self.budget
-
-    def flush(self) -> list[tuple[str, bytes]]:
-        blocks = [(key, encode_block(records)) for key, records in self.pending.items()]
-        self.pending, self.size = {}, 0
-        return blocks
 
 
 @dataclass(frozen=True)
@@ -215,8 +107,9 @@ class _ReadAndKey(beam.DoFn):
         path = metadata.path
         records = blank = dead_count = 0
         dead: list[dict] = []
-        blocks = _Blocks(BLOCK_BYTES)
+        blocks = Blocks(BLOCK_BYTES)
         tracker = self.trackers.get(name)
+        key_field, limit = spec.key_field, spec.max_record_bytes
         try:
             if path.endswith(".avro"):
                 source = _avro_lines(spec, readable, dead)
@@ -233,7 +126,7 @@ class _ReadAndKey(beam.DoFn):
                     records += 1
                     if tracker is not None and not records % PROGRESS_RECORDS:
                         tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0)  # one large file is not silent
-                    keyed = _key(spec, line)
+                    keyed = key_record(line, name, key_field, limit)
                     if isinstance(keyed, dict):
                         dead.append(keyed)
                     elif blocks.add(*keyed):
@@ -295,7 +188,7 @@ def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
                 yield avro_record_to_json(project(record, spec.fields))
             except (UnicodeDecodeError, TypeError) as exc:
                 dead.append(dead_letter_row(spec.input_name, f"Avro record has non-UTF-8 text ({exc})"[:300],
-                                            _avro_payload(record)))
+                                            avro_payload(record)))
                 yield None
 
 
@@ -308,32 +201,6 @@ def _parquet_lines(spec: KeyedInput, readable: fileio.ReadableFile):
         for batch in pq.ParquetFile(stream).iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for row in batch.to_pylist():
                 yield orjson.dumps(project(row, spec.fields))
-
-
-def _key(spec: KeyedInput, line: bytes) -> tuple[str, bytes] | dict:
-    if len(line) > spec.max_record_bytes:
-        return dead_letter_row(spec.input_name, f"record exceeds --max-record-bytes ({spec.max_record_bytes} bytes)",
-                               line[:OVERSIZE_PAYLOAD_HEAD])
-    key = key_of(line, spec.key_field)  # the fast path; a line it cannot vouch for is parsed in full
-    if key is not None and key.strip():
-        return key, line
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        return dead_letter_row(spec.input_name, _json_reason(line, exc), line)
-    key = record.get(spec.key_field) if isinstance(record, dict) else None
-    if not isinstance(key, str) or not key.strip():
-        what = "not a JSON object" if not isinstance(record, dict) else f"missing a string '{spec.key_field}'"
-        return dead_letter_row(spec.input_name, f"record is {what}", line)
-    return key, line
-
-
-def _json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return "record is not valid UTF-8 text"
-    return f"record is not valid JSON ({json_error_summary(exc)})"
 
 
 @dataclass

@@ -1,0 +1,164 @@
+"""Input records as bytes: split into lines, turned into JSON lines, keyed and packed into blocks.
+
+What the read step does to a record, without Beam (``transforms/read.py`` holds the DoFn and the
+transform that call these): generic, nothing here knows a D&D rule, and every function is tested
+on plain bytes.
+
+- ``iter_lines``: a JSON Lines stream split on ``b"\\n"``, never holding more than the record limit
+  of one line in memory; an oversize line keeps its head (``OVERSIZE_PAYLOAD_HEAD``).
+- ``project``, ``avro_record_to_json``, ``avro_payload``: an Avro (or Parquet) record narrowed to the
+  fields its contract names and written as one JSON line, or as a dead letter's payload.
+- ``key_record``: a record's key (the fast path of ``transforms.json_keys.key_of``, else a full parse
+  that names what is wrong), or its dead-letter row (``json_reason``).
+- ``encode_block``, ``decode_block``, ``Blocks``: the records of one key met in one file, packed into
+  one compressed value; Beam pays per element, so records travel in blocks, not one by one.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Iterator
+
+import orjson
+import zstandard  # a dependency of apache-beam itself
+
+from domain.records import json_error_summary
+from domain.rows import DeadLetterRow, dead_letter_row
+from transforms.json_keys import key_of
+
+# A dead letter payload for a record too large to keep whole keeps its head only.
+OVERSIZE_PAYLOAD_HEAD = 64 * 1024
+_READ_BLOCK = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """(line without its line break, oversize?) for each line of a binary stream.
+
+    Splits on b"\\n" only (a record may legally contain U+0085 or U+2028) and
+    never holds more than ``max_record_bytes`` of one line in memory.
+    """
+    while True:
+        # Room for a record at the limit plus its line break ("\r\n" is two bytes).
+        line = stream.readline(max_record_bytes + 2)
+        if not line:
+            return
+        record = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+        if len(record) <= max_record_bytes:
+            yield record, False
+            continue
+        # The first limit + 1 bytes are record content (never the "\r" of a line break).
+        head = record[: min(max_record_bytes + 1, OVERSIZE_PAYLOAD_HEAD)]
+        while not line.endswith(b"\n"):  # skip the rest of the oversize line
+            line = stream.readline(_READ_BLOCK)
+            if not line:
+                break
+        yield head, True
+
+
+def project(value, shape):
+    """``value`` with only the fields ``shape`` names (nested: {name: sub-shape or None}); lists
+    are projected item by item. Fields a contract does not name are ignored, whatever their
+    type, so they can neither fail nor reach the record."""
+    if shape is None:
+        return value
+    if isinstance(value, dict):
+        return {key: project(item, shape[key]) for key, item in value.items() if key in shape}
+    if isinstance(value, list):
+        return [project(item, shape) for item in value]
+    return value
+
+
+def avro_record_to_json(record: dict) -> bytes:
+    """An Avro record as a JSON line; bytes fields must be UTF-8 text."""
+
+    def default(value):
+        if isinstance(value, bytes):
+            return value.decode("utf-8")  # UnicodeDecodeError -> the caller's dead letter
+        raise TypeError
+
+    return orjson.dumps(record, default=default)
+
+
+def avro_payload(record: dict) -> bytes:
+    """A dead letter's payload for an Avro record: bytes as base64, any other value JSON has
+    no form for (decimals from a wider schema, ...) as its text. Must not fail: if it did, the
+    rest of the file would be lost with it."""
+
+    def default(value):
+        if isinstance(value, bytes):
+            return {"base64": base64.b64encode(value).decode("ascii")}
+        return str(value)
+
+    try:
+        return orjson.dumps(record, default=default)
+    except TypeError:  # nested deeper than JSON encoding allows
+        return b""
+
+
+def key_record(line: bytes, input_name: str, key_field: str, max_record_bytes: int) -> tuple[str, bytes] | DeadLetterRow:
+    """``(key, line)``: the string value of the record's top-level ``key_field``; or the line's dead-letter
+    row (too large, not UTF-8, not JSON, not an object, no non-blank string key)."""
+    if len(line) > max_record_bytes:
+        return dead_letter_row(input_name, f"record exceeds --max-record-bytes ({max_record_bytes} bytes)",
+                               line[:OVERSIZE_PAYLOAD_HEAD])
+    key = key_of(line, key_field)  # the fast path; a line it cannot vouch for is parsed in full
+    if key is not None and key.strip():
+        return key, line
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return dead_letter_row(input_name, json_reason(line, exc), line)
+    key = record.get(key_field) if isinstance(record, dict) else None
+    if not isinstance(key, str) or not key.strip():
+        what = "not a JSON object" if not isinstance(record, dict) else f"missing a string '{key_field}'"
+        return dead_letter_row(input_name, f"record is {what}", line)
+    return key, line
+
+
+def json_reason(line: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Why orjson refused ``line``, in a dead letter's words."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "record is not valid UTF-8 text"
+    return f"record is not valid JSON ({json_error_summary(exc)})"
+
+
+# Fast level: the point is moving fewer bytes through the shuffle, not archiving.
+_ZSTD_LEVEL = 1
+
+
+def encode_block(records: list[bytes]) -> bytes:
+    """Records packed into one compressed value. A record never holds b"\\n": JSON
+    Lines records are split on it, and Avro records become JSON from orjson,
+    which escapes it."""
+    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(b"\n".join(records))
+
+
+def decode_block(block: bytes) -> list[bytes]:
+    return zstandard.ZstdDecompressor().decompress(block).split(b"\n")
+
+
+class Blocks:
+    """Records of one file grouped by key, flushed as ``(key, block)`` past a byte budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.pending: dict[str, list[bytes]] = {}
+        self.size = 0
+
+    def add(self, key: str, line: bytes) -> bool:
+        """Add a record; True when the pending blocks should be flushed."""
+        block = self.pending.get(key)
+        if block is None:
+            self.pending[key] = [line]
+        else:
+            block.append(line)
+        self.size += len(line)
+        return self.size >= self.budget
+
+    def flush(self) -> list[tuple[str, bytes]]:
+        blocks = [(key, encode_block(records)) for key, records in self.pending.items()]
+        self.pending, self.size = {}, 0
+        return blocks
