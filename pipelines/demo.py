@@ -36,6 +36,7 @@ from pathlib import Path
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import batch_export, batch_import, compare, reprocess, report, retry_economy
+from pipelines.truth import ground_truth
 from pipelines.guards import claimed_output
 from pipelines.outputs import read_manifest
 from pipelines.interruption import run_command
@@ -55,7 +56,7 @@ def bundled_transcripts() -> Path:
 def _figures(job_out: Path, truth: Path, folder: Path, comparison=None) -> retry_economy.RunFigures:
     """Retry economy and report of one run, written to ``folder`` (with ``comparison``: (document, link to
     its page), what changed since the baseline run)."""
-    figures = retry_economy.load_figures(job_out, truth)
+    figures = retry_economy.load_figures(job_out, ground_truth(truth))
     for line in retry_economy.summary_lines(figures):
         print(f"  {line}")
     retry_economy.write_json(figures, folder / "retry_economy.json")

@@ -31,8 +31,8 @@ from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
 from pipelines.options import JobOption, parse_command
-from pipelines.retry_economy import (SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, RunFigures, load_figures, percent,
-                                     summary_lines)
+from pipelines.retry_economy import RunFigures, load_figures, percent, summary_lines
+from pipelines.truth import ground_truth
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("accepted", "#2e7d32", "one canonical artifact"),
@@ -209,15 +209,15 @@ def defects_section(figures: RunFigures) -> str:
     codes = top(figures.summary.reason_codes)
     body = ("<h3>From the evaluations (issues by reason code)</h3>"
             + (bars(codes, "#1565c0", "issues by reason code") if codes else "<p>No issues.</p>"))
-    if figures.truth_path is not None:
-        vocabulary = SIMULATED_VOCABULARY
+    if figures.truth is not None:
+        vocabulary = figures.truth.vocabulary
         blocking = {k: v for k, v in figures.truth_kinds.items() if k not in vocabulary.benign}
         benign = {k: v for k, v in figures.truth_kinds.items() if k in vocabulary.benign}
         body += ("<h3>From the ground truth (injected defects)</h3>"
                  + (bars(top(blocking), "#c62828", "injected blocking defects") if blocking else "<p>None.</p>")
                  + "<p>Benign injections (the candidate still passes):</p>"
                  + (bars(top(benign), "#9e9e9e", "injected benign defects") if benign else "<p>None.</p>")
-                 + vocabulary_note(figures.summary.reason_codes, blocking))
+                 + vocabulary_note(figures.summary.reason_codes, blocking, figures.truth.reason_codes))
     return section("defects", "Top defect categories", body)
 
 
@@ -230,9 +230,10 @@ VOCABULARY_NOTE = (
     "counts:")
 
 
-def vocabulary_note(reason_codes: Mapping[str, int], injected: Mapping[str, int]) -> str:
-    """How the ground truth's defect kinds map onto the evaluations' reason codes (``SIMULATED_REASON_CODES``)."""
-    mapping = SIMULATED_REASON_CODES
+def vocabulary_note(reason_codes: Mapping[str, int], injected: Mapping[str, int],
+                    mapping: Mapping[str, tuple[str, ...]]) -> str:
+    """How the ground truth's defect kinds map onto the evaluations' reason codes (``mapping``: the reason codes
+    each blocking kind is reported under, ``GroundTruth.reason_codes``)."""
     kinds = sorted((k for k in mapping if injected.get(k) or any(reason_codes.get(c) for c in mapping[k])),
                    key=lambda k: (-int(injected.get(k, 0)), k))
     rows = "".join(
@@ -329,7 +330,7 @@ def economy_section(figures: RunFigures) -> str:
                         for s in coverage.unexpected_requests)
         body += f"<h3>Requests for slots that are not failing</h3><ul>{items}</ul>"
     body += leaks_list(figures)
-    benign = ", ".join(sorted(SIMULATED_VOCABULARY.benign))
+    benign = ", ".join(sorted(figures.truth.vocabulary.benign))
     body += f'<p class="method">{e(RECALL_METHOD.format(benign=benign))}</p>'
     return section("retry-economy", "Retry economy (ground truth)", body)
 
@@ -468,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], REPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     html = file_to_write(PROG, "--html", args.html or join_path(args.output, "report.html"))
     try:
-        figures = load_figures(args.output, Path(args.truth) if args.truth else None)
+        figures = load_figures(args.output, ground_truth(args.truth))
     except SystemExit as refused:  # a folder that does not verify: one line, named for this command
         if isinstance(refused.code, str):
             raise SystemExit(f"{PROG}: {refused.code}") from None

@@ -20,6 +20,9 @@
 - how often the job's verdict agrees with the truth's expectation.
 
 Exits 1 when a must (no leaks, one request per failing slot) does not hold.
+
+The figures take the ground truth as a value, with the words its producer counts defects in
+(``pipelines.truth.GroundTruth``); nothing here imports the simulator.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import orjson
 
 from domain.retry_economy import (
     CanonicalizationSavings,
-    DefectVocabulary,
     Leak,
     RetryEconomy,
     recorded_savings,
@@ -46,21 +48,9 @@ from runners.collector import freeze_for_exit
 from transforms.write import join_path
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
+from pipelines.truth import GroundTruth, ground_truth
 from pipelines.verify import require_verified
-from sample.sim_defects import BENIGN_KINDS, REASON_CODES, DefectKind
-from sample.sim_reconciliation import RECONCILIATION_REASON_CODES
 
-# The simulated producer's defect kinds, as the domain computations need them.
-SIMULATED_VOCABULARY = DefectVocabulary(
-    benign=frozenset(BENIGN_KINDS),
-    canonicalized=frozenset({DefectKind.REVERSED_ENDPOINTS, DefectKind.REVERSED_ENDPOINTS_RENUMBERED}),
-    unparseable=frozenset({DefectKind.TRUNCATED_JSON}),
-    schema=frozenset({DefectKind.UNSUPPORTED_ENUM}),
-)
-# The evaluations' reason codes each blocking kind of the simulated producer is reported under (the ground
-# truth counts defects by kind, the evaluations issues by code; benign kinds have none).
-SIMULATED_REASON_CODES: dict[str, tuple[str, ...]] = {
-    str(kind): codes for kind, codes in (*REASON_CODES.items(), *RECONCILIATION_REASON_CODES.items())}
 DEFAULT_MAX_ATTEMPTS = 3
 
 
@@ -73,9 +63,13 @@ class RunFigures:
     summary: RunSummary  # streaming aggregates over the evaluations and retry requests
     savings: CanonicalizationSavings | None
     savings_note: str  # why savings are missing, or ""
-    truth_path: str | None
+    truth: GroundTruth | None
     truth_kinds: Mapping[str, int]  # injected defect kind -> count (empty without truth)
     economy: RetryEconomy | None
+
+    @property
+    def truth_path(self) -> str | None:
+        return str(self.truth.path) if self.truth is not None else None
 
     @property
     def leaks(self) -> tuple[Leak, ...]:
@@ -93,8 +87,8 @@ def _savings(manifest: Mapping[str, Any]) -> tuple[CanonicalizationSavings | Non
     return recorded_savings(manifest), ""
 
 
-def load_figures(out: str | Path, truth: Path | None = None) -> RunFigures:
-    """The figures of one run (any output format).
+def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigures:
+    """The figures of one run (any output format), measured against ``truth`` when given.
 
     Without ``truth`` the rows are streamed (see ``domain.run_summary``):
     memory does not grow with the run. The ground-truth comparison needs
@@ -110,12 +104,11 @@ def load_figures(out: str | Path, truth: Path | None = None) -> RunFigures:
         evaluations = read_rows(join_path(str(out), "evaluations"))
         requests = read_rows(join_path(str(out), "retry_requests"))
         summary = summarize_run(lambda: evaluations, lambda: requests)
-        rows = read_truth(truth)
+        rows = read_truth(truth.path)
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
-        economy = retry_economy(rows, evaluations, requests, max_attempts, SIMULATED_VOCABULARY)
-    return RunFigures(str(out), manifest, summary, savings, note,
-                      str(truth) if truth is not None else None, kinds, economy)
+        economy = retry_economy(rows, evaluations, requests, max_attempts, truth.vocabulary)
+    return RunFigures(str(out), manifest, summary, savings, note, truth, kinds, economy)
 
 
 def _kind_counts(rows) -> dict[str, int]:
@@ -227,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          list(argv) if argv is not None else sys.argv[1:])
     target = Path(file_to_write(PROG, "--json", args.json or str(Path(args.output) / "retry_economy.json")))
     try:
-        figures = load_figures(Path(args.output), Path(args.truth))
+        figures = load_figures(Path(args.output), ground_truth(args.truth))
     except SystemExit as refused:  # a folder that does not verify: one line, named for this command
         if isinstance(refused.code, str):
             raise SystemExit(f"{PROG}: {refused.code}") from None

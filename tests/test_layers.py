@@ -1,6 +1,7 @@
 """The layers hold, read from the source (every import, lazy ones inside functions included):
 no module imports one that imports it back (issue 30), domain/ never imports Beam, transforms/ never
-imports pipelines/ or knows a family, and runners/ (the processes a run lives in) knows nothing of the job."""
+imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job, and
+the operator's report, the retry economy and domain/ never import the simulator (sample/)."""
 
 from __future__ import annotations
 
@@ -129,3 +130,41 @@ def test_the_parsing_of_raw_records_never_imports_beam():
     known, graph = modules(), import_graph()
     for name in reached_from("transforms.raw_records", graph):
         assert not any(n.split(".")[0] == "apache_beam" for n in imports_of(known[name])), name
+
+
+def top_level_imports_of(path: Path) -> set[str]:
+    """The module names ``path`` imports when it is imported: ``imports_of`` without those inside functions."""
+    named, todo = set(), list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            named.add(node.module)
+            named.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return named
+
+
+def test_the_report_the_retry_economy_and_the_domain_never_import_the_simulator():
+    """The simulator's vocabulary reaches the retry economy and the report as a value with --truth
+    (pipelines.truth, the one door, opened only when --truth is given): neither names sample/, nor does the
+    domain, and importing them loads nothing of it."""
+    known = modules()
+    graph = {name: {n for n in top_level_imports_of(path) if n in known} - {name} for name, path in known.items()}
+    guarded = [name for name in known if name.startswith("domain")] + ["pipelines.report", "pipelines.retry_economy"]
+    for name in guarded:
+        assert not any(n.split(".")[0] == "sample" for n in imports_of(known[name])), name
+        loaded = reached_from(name, graph)
+        assert not any(module.split(".")[0] == "sample" for module in loaded), (name, sorted(loaded))
+
+
+def test_the_simulator_knows_the_domain_not_the_job():
+    """sample/ (the simulated producer and batch provider, a stand-in for a model) writes what the job reads:
+    it imports the domain's contracts, nothing of the job's transforms, runners, pipelines or bench."""
+    for name, path in modules().items():
+        if name.startswith("sample"):
+            assert not any(n.split(".")[0] in ("transforms", "runners", "pipelines", "bench")
+                           for n in imports_of(path)), name

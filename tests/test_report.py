@@ -22,6 +22,8 @@ from domain.run_integrity import OutputFile, files_block
 from domain.run_summary import summarize_run
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
+from pipelines.truth import GroundTruth
+from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
 from transforms.files import file_facts, format_of
 
@@ -44,7 +46,8 @@ def figures_of(run, requests=None, truth=True, savings=True) -> RunFigures:
         output_dir="out/hand", manifest=manifest, summary=summarize_run(lambda: run.evaluations, lambda: requests),
         savings=recorded_savings(manifest) if savings else None,
         savings_note="" if savings else "the archive is not at hand",
-        truth_path="truth.jsonl" if truth else None, truth_kinds=kinds if truth else {}, economy=economy)
+        truth=GroundTruth(Path("truth.jsonl"), SIMULATED_VOCABULARY, SIMULATED_REASON_CODES) if truth else None,
+        truth_kinds=kinds if truth else {}, economy=economy)
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +184,9 @@ def test_the_mapping_covers_every_blocking_kind_of_the_simulated_producer():
     from sample.sim_defects import BLOCKING_KINDS
     from sample.sim_reconciliation import ReconciliationDefect
 
-    mapping = economy_cli.SIMULATED_REASON_CODES
+    mapping = SIMULATED_REASON_CODES
     assert set(mapping) == {str(k) for k in (*BLOCKING_KINDS, *ReconciliationDefect)}
-    assert not set(mapping) & {str(k) for k in economy_cli.SIMULATED_VOCABULARY.benign}
+    assert not set(mapping) & {str(k) for k in SIMULATED_VOCABULARY.benign}
     assert len(mapping["blank_name"]) == 8 and all(c.startswith("blank_") for c in mapping["blank_name"])
 
 
@@ -195,8 +198,9 @@ def test_a_reason_code_no_kind_maps_to_is_named(run):
 
 
 def test_the_header_shows_paths_relative_to_the_report(run, tmp_path):
-    figures = dataclasses.replace(figures_of(run), output_dir=str(tmp_path / "demo" / "run2"),
-                                  truth_path=str(tmp_path / "demo" / "backfill" / "ground-truth.jsonl"))
+    figures = figures_of(run)
+    figures = dataclasses.replace(figures, output_dir=str(tmp_path / "demo" / "run2"), truth=dataclasses.replace(
+        figures.truth, path=tmp_path / "demo" / "backfill" / "ground-truth.jsonl"))
     written = report.write_report(figures, tmp_path / "demo" / "report.html")
     meta = Path(written).read_text(encoding="utf-8").split('<p class="meta">', 1)[1].split("</p>", 1)[0]
     assert meta.startswith("Outputs: run2 · runner: hand · ground truth: backfill/ground-truth.jsonl")

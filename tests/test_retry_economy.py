@@ -39,7 +39,7 @@ from domain.retry_economy import (
     without_endpoint_ordering,
 )
 from domain.source import parse_transcript
-from pipelines.retry_economy import SIMULATED_VOCABULARY
+from sample.sim_vocabulary import SIMULATED_VOCABULARY
 
 MAX_ATTEMPTS = 3
 # Document order falls and rises: 5..8 come after 15.

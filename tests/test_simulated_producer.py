@@ -720,7 +720,7 @@ def test_each_injected_kind_is_reported_under_the_reason_codes_it_maps_to(tmp_pa
     defect charts, against the job itself: an evaluation reports only codes its attempt's injected kinds map
     to, and every injected kind that is not hidden is reported under one of its codes."""
     from domain.reprocess import RunConfig, process_source
-    from pipelines.retry_economy import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
+    from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
     from domain.retry_economy import TruthDefect
 
     rates = ["multiple_defects=0.3", "unknown_label=0.3", "unassigned_entry=0.3",
