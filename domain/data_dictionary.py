@@ -216,7 +216,7 @@ REQUESTS = OutputDoc(
     fields={
         "request_id": "The request's id, stable across runs: `r-` and 32 hex digits of a sha256 over the slot and "
                       "the attempt it asks for (a refresh: also the prompt and schema fingerprints, so a later "
-                      "revision's refresh is another request). Short and plain enough for a provider's custom id.",
+                      "revision's refresh is another request; a reconciliation: also its entry list's fingerprint). Short and plain enough for a provider's custom id.",
         "kind": "`retry`: correct the failing attempt; `refresh`: extract again under the current prompt.",
         "family": "The family of the slot.",
         "source_id": "The transcript of the slot.",

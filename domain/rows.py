@@ -189,12 +189,20 @@ def artifact_row(family: str, chunk_id: str, cand: Candidate, records: list[dict
     }
 
 
+def _pinned(input_fingerprint: str | None) -> tuple[str, ...]:
+    """What a request's id adds for the entry list it was built with (reconciliations): two requests of one
+    slot and attempt for two lists are two requests, so an answer imported against the wrong export can
+    never be stamped with the other list (nothing is added elsewhere: those ids stay as they were)."""
+    return () if input_fingerprint is None else (input_fingerprint,)
+
+
 def retry_request_row(family: str, chunk_id: str, latest: Candidate, attempt: int, guidance: str,
                       prompt_fingerprint: str, schema_fingerprint: str, policy: str,
                       input_fingerprint: str | None) -> RequestRow:
     """A correction request for a still-failing slot (SPEC §6), built from its latest attempt."""
     return {
-        "request_id": "r-" + sha256_hex(family, latest.source_id, chunk_id, latest.candidate_id, str(attempt))[:32],
+        "request_id": "r-" + sha256_hex(family, latest.source_id, chunk_id, latest.candidate_id, str(attempt),
+                                        *_pinned(input_fingerprint))[:32],
         "kind": KIND_RETRY,
         "family": family,
         "source_id": latest.source_id,
@@ -217,7 +225,7 @@ def refresh_request_row(family: str, chunk_id: str, replaced: Candidate, attempt
     the revision, so a later revision's refresh of the same slot is another request."""
     return {
         "request_id": "r-" + sha256_hex(KIND_REFRESH, family, replaced.source_id, chunk_id, prompt_fingerprint,
-                                        schema_fingerprint, str(attempt))[:32],
+                                        schema_fingerprint, str(attempt), *_pinned(input_fingerprint))[:32],
         "kind": KIND_REFRESH,
         "family": family,
         "source_id": replaced.source_id,

@@ -534,3 +534,23 @@ def test_no_accepted_reconciliation_groups_an_entry_its_attempt_was_not_shown(da
                                      request["candidate_id"]))
         if request["kind"] == "retry":  # never corrects an attempt made for another list
             assert replaced["input_fingerprint"] == current
+
+
+def test_requests_for_two_entry_lists_never_share_an_id():
+    """An independent check imported one batch's answers against another export: the refresh of one slot and
+    attempt for two lists had one id, so an answer made for one list was stamped with the other's."""
+    from types import SimpleNamespace
+
+    from domain import rows
+    from domain.rows import sha256_hex
+
+    cand = SimpleNamespace(source_id="crd3:S1", candidate_id="c-1")
+    args = ("item-reconciliation", "*", cand, 2, "sha256:p", "sha256:s", "sha256:v")
+    one, other = (rows.refresh_request_row(*args, fingerprint) for fingerprint in ("sha256:list-a", "sha256:list-b"))
+    assert one["request_id"] != other["request_id"]
+    retry_a, retry_b = (rows.retry_request_row("item-reconciliation", "*", cand, 2, "fix it", "sha256:p", "sha256:s",
+                                               "sha256:v", fingerprint) for fingerprint in ("sha256:a", "sha256:b"))
+    assert retry_a["request_id"] != retry_b["request_id"]
+    # Requests without a list keep the ids they always had (outputs of other families byte-identical).
+    plain = rows.retry_request_row("spells", "x-1", cand, 2, "fix it", "sha256:p", "sha256:s", "sha256:v", None)
+    assert plain["request_id"] == "r-" + sha256_hex("spells", "crd3:S1", "x-1", "c-1", "2")[:32]
