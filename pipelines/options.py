@@ -217,6 +217,17 @@ def _value_problem(option: JobOption, value: Any) -> str | None:
     return None
 
 
+def refuse_repeated(argv: Sequence[str], table: Sequence[JobOption]) -> None:
+    """An option given twice (``--candidates A --candidates B``): argparse would keep the last one without a
+    word, and the run would read half of what was meant."""
+    for option in table:
+        given = [arg for arg in argv if arg in option.spellings or arg.split("=", 1)[0] in option.spellings]
+        if len(given) > 1:
+            hint = " (give all its values after one of them)" if option.many else \
+                " (one value only: a glob can name several files)"
+            raise OptionsError(f"{option.flag} is given {len(given)} times{hint}")
+
+
 def check_option_values(values: Any, table: Sequence[JobOption]) -> None:
     """Required options present and every value usable (bounds, finite floats, non-empty strings,
     files that exist): the one check every command's table goes through. ``values``: an object
@@ -271,6 +282,7 @@ def parse_command(prog: str, description: str, table: Sequence[JobOption], argv:
         parser.print_help()
         raise SystemExit(0)
     try:
+        refuse_repeated(argv, table)
         if known_only:
             values, rest = parser.parse_known_args(list(argv))
         else:

@@ -42,8 +42,8 @@ from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRA
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines.guards import claimed_output, command_as_typed
-from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
-                               parse_families, required_files, wants_help)
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
+                               parse_families, refuse_repeated, required_files, wants_help)
 from pipelines.interruption import run_command
 from runners import errors as runner_errors
 from runners.collector import freeze_for_exit
@@ -213,6 +213,7 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
         print(help_text(PROG))
         raise SystemExit(0)
     try:
+        refuse_repeated(argv, JOB_OPTIONS)
         options = PipelineOptions(list(argv))
         passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
         opts = options.view_as(ReprocessOptions)

@@ -629,3 +629,21 @@ def test_a_thread_that_never_ends_cannot_keep_an_interrupted_command_alive(tmp_p
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 130 and done.stderr.strip() == "prog: interrupted: nothing committed"
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("command,extra,message", [
+    ("job", ["--candidates", "{archive}/candidates-1.jsonl"], "--candidates is given 2 times"),
+    ("job", ["--max-attempts=2", "--max-attempts", "3"], "--max-attempts is given 2 times"),
+    ("export", ["--model", "other"], "--model is given 2 times"),
+])
+def test_an_option_given_twice_is_refused(finished_run, tmp_path, command, extra, message):
+    """argparse keeps the last of a repeated option without a word: the run read half of what was meant."""
+    from pipelines import batch_export
+
+    extra = [part.format(archive=tmp_path) for part in extra]
+    with pytest.raises(SystemExit, match=message):
+        if command == "job":
+            reprocess.run(job_argv(finished_run["archive"], tmp_path / "out", *extra))
+        else:
+            batch_export.run(export_argv(finished_run["run"], finished_run["archive"], tmp_path / "out", *extra))
+    assert not (tmp_path / "out").exists()
