@@ -122,11 +122,30 @@ def require_verified(output) -> dict:
     return manifest
 
 
+def comparison_verdict(output: str) -> Verdict | None:
+    """A comparison's folder (``notarius-reprocess compare``: its manifest's kind) checked against its own
+    manifest; None for any other folder (a run's is checked by ``verify_folder``)."""
+    from domain.compare import COMPARE_KIND
+
+    try:
+        manifest, unusable = _read_manifest(normalized_folder(str(output)))
+    except OSError:
+        return None
+    if unusable is not None or not isinstance(manifest, dict) or manifest.get("kind") != COMPARE_KIND:
+        return None
+    from pipelines.compare import comparison_problems
+
+    problems = tuple(one_line(problem) for problem in comparison_problems(str(output)))
+    files = sum(len(rows) for rows in manifest.get("files", {}).values()) if isinstance(manifest.get("files"),
+                                                                                       dict) else 0
+    return Verdict(files, problems)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="notarius-reprocess verify", description=__doc__.split("\n")[0])
     parser.add_argument("folder", help="the job's output folder (--output of the run)")
     args = parser.parse_args(argv)
-    verdict = verify_folder(args.folder)
+    verdict = comparison_verdict(args.folder) or verify_folder(args.folder)
     for problem in verdict.problems:
         print(f"  {problem}")
     print(f"{args.folder}: {verdict.summary()}")

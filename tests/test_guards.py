@@ -647,3 +647,14 @@ def test_an_option_given_twice_is_refused(finished_run, tmp_path, command, extra
         else:
             batch_export.run(export_argv(finished_run["run"], finished_run["archive"], tmp_path / "out", *extra))
     assert not (tmp_path / "out").exists()
+
+
+def test_verify_checks_a_comparison_folder_against_its_own_manifest(finished_run, tmp_path):
+    out = tmp_path / "cmp"
+    done = cli("compare", finished_run["run"], finished_run["run"], "--output", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    checked = cli("verify", out)
+    assert checked.returncode == 0 and "verified:" in checked.stdout, checked.stdout
+    (out / "compare.json").write_bytes((out / "compare.json").read_bytes() + b" ")
+    altered = cli("verify", out)
+    assert altered.returncode == 1 and "compare.json" in altered.stdout, altered.stdout
