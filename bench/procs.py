@@ -32,7 +32,7 @@ from pathlib import Path
 
 SAMPLE_SECONDS = 0.1
 REPO = Path(__file__).resolve().parent.parent
-SOURCE_PACKAGES = ("domain", "transforms", "pipelines", "bench")
+SOURCE_PACKAGES = ("domain", "transforms", "pipelines", "runners", "bench")
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 

@@ -96,7 +96,8 @@ def avro_payload(record: dict) -> bytes:
         return b""
 
 
-def key_record(line: bytes, input_name: str, key_field: str, max_record_bytes: int) -> tuple[str, bytes] | DeadLetterRow:
+def key_record(line: bytes, input_name: str, key_field: str,
+               max_record_bytes: int) -> tuple[str, bytes] | DeadLetterRow:
     """``(key, line)``: the string value of the record's top-level ``key_field``; or the line's dead-letter
     row (too large, not UTF-8, not JSON, not an object, no non-blank string key)."""
     if len(line) > max_record_bytes:
