@@ -30,11 +30,9 @@ from apache_beam.options.pipeline_options import StandardOptions
 from domain.assets import load_json_asset
 from domain.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
                             OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
-                            SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_folder_problems,
-                            comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
+                            SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
                             merged, rows_block, slot_row_order)
-from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, files_block, is_part_file, listed_files,
-                                  relative_path)
+from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, beam_options, parse_command, wants_help
@@ -43,7 +41,7 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.files import SUFFIX_FORMATS, format_of, list_files, normalized_folder, read_file_facts
+from transforms.files import SUFFIX_FORMATS, format_of, normalized_folder
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
@@ -424,34 +422,6 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
         path = join_path(folder, COMPARE_JSON)
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             return orjson.loads(handle.read()), folder
-
-
-def comparison_problems(folder: str) -> list[str]:
-    """A comparison folder checked against its manifest (``domain.compare.comparison_folder_problems``): every
-    listed file there as listed, no part file unlisted, compare.json and compare.html as written."""
-    folder = normalized_folder(folder)
-    path = join_path(folder, MANIFEST_NAME)
-    if not FileSystems.exists(path):
-        return [f"no {MANIFEST_NAME}: not a committed comparison"]
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        manifest = orjson.loads(handle.read())
-    present = {relative_path(folder, p) for p in list_files(folder)}
-    try:
-        listed = listed_files(manifest)
-    except ManifestError:
-        listed = {}  # the problem is named by comparison_folder_problems
-    found = {}
-    for rel, want in listed.items():
-        if rel in present:
-            facts = read_file_facts(join_path(folder, rel), want.format)
-            rows = facts.rows if facts.rows is not None else -1  # not readable as its format: altered
-            found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, rows)
-    documents = {}
-    for name in (COMPARE_JSON, COMPARE_HTML):
-        if name in present:
-            with FileSystems.open(join_path(folder, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-                documents[name] = document_facts(handle.read())
-    return comparison_folder_problems(manifest, found, [p for p in present if is_part_file(p)], documents)
 
 
 def format_summary(document: Mapping[str, Any], output: str) -> str:

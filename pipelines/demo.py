@@ -9,7 +9,7 @@ backfill after a prompt revision, as a user lives it.
    installed assets are the revised version;
 2. run 1 of the job with ``--refresh-stale`` (DirectRunner, Avro outputs):
    those slots show as stale, and each gets one refresh request;
-3. ``export-batch`` turns the refresh requests into an OpenAI batch file;
+3. ``export-batch`` turns run 1's refresh and retry requests into an OpenAI batch file;
 4. the SIMULATED batch provider answers them under the current prompt, in the
    provider's own output format;
 5. ``import-batch`` brings the answers back as candidates, added to the archive;
@@ -157,10 +157,10 @@ def _run(args, beam_args: list[str], root: Path) -> int:
         return status
     figures1 = _figures(run1, truth, run1)
 
-    print(f"3/7 export-batch: the refresh requests -> {backfill / 'batch'}")
+    print(f"3/7 export-batch: the refresh and retry requests -> {backfill / 'batch'}")
     export = batch_export.run([
         "--retry-requests", str(run1 / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
-        "--kinds", "refresh", "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
+        "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
         "--output", str(backfill / "batch"), *beam_args])
     print("  " + batch_export.format_summary(export).replace("\n", "\n  "))
 

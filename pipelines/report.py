@@ -449,12 +449,13 @@ def baseline_comparison(baseline: str, output: str, folder: str) -> tuple[dict, 
     """The comparison of ``baseline`` (A) with ``output`` (B) in ``folder``: reused when the folder holds a
     committed comparison of exactly these two runs, else written there (an empty or absent folder)."""
     from pipelines import compare
+    from pipelines.verify import comparison_problems
     from transforms.files import folder_state, resolved_folder
 
     wanted = {"a": resolved_folder(baseline), "b": resolved_folder(output)}
     if folder_state(resolved_folder(folder)) == "not-empty":
         path = join_path(folder, compare.COMPARE_JSON)
-        problems = compare.comparison_problems(folder)
+        problems = comparison_problems(folder)
         if not problems:
             with open(path, "rb") as handle:
                 document = orjson.loads(handle.read())

@@ -24,8 +24,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
+from domain.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, comparison_folder_problems, document_facts
 from pipelines.guards import command_as_typed
 from pipelines.interruption import run_command
+from transforms.write import join_path
 from runners.collector import freeze_for_exit
 from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
 
@@ -122,19 +124,43 @@ def require_verified(output) -> dict:
     return manifest
 
 
+def comparison_problems(folder: str) -> list[str]:
+    """A comparison folder checked against its manifest (``domain.compare.comparison_folder_problems``): every
+    listed file there as listed, no part file unlisted, compare.json and compare.html as written."""
+    folder = normalized_folder(folder)
+    path = join_path(folder, MANIFEST_NAME)
+    if not FileSystems.exists(path):
+        return [f"no {MANIFEST_NAME}: not a committed comparison"]
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        manifest = orjson.loads(handle.read())
+    present = {relative_path(folder, p) for p in list_files(folder)}
+    try:
+        listed = listed_files(manifest)
+    except ManifestError:
+        listed = {}  # the problem is named by comparison_folder_problems
+    found = {}
+    for rel, want in listed.items():
+        if rel in present:
+            facts = read_file_facts(join_path(folder, rel), want.format)
+            rows = facts.rows if facts.rows is not None else -1  # not readable as its format: altered
+            found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, rows)
+    documents = {}
+    for name in (COMPARE_JSON, COMPARE_HTML):
+        if name in present:
+            with FileSystems.open(join_path(folder, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                documents[name] = document_facts(handle.read())
+    return comparison_folder_problems(manifest, found, [p for p in present if is_part_file(p)], documents)
+
+
 def comparison_verdict(output: str) -> Verdict | None:
     """A comparison's folder (``notarius-reprocess compare``: its manifest's kind) checked against its own
     manifest; None for any other folder (a run's is checked by ``verify_folder``)."""
-    from domain.compare import COMPARE_KIND
-
     try:
         manifest, unusable = _read_manifest(normalized_folder(str(output)))
     except OSError:
         return None
     if unusable is not None or not isinstance(manifest, dict) or manifest.get("kind") != COMPARE_KIND:
         return None
-    from pipelines.compare import comparison_problems
-
     problems = tuple(one_line(problem) for problem in comparison_problems(str(output)))
     files = sum(len(rows) for rows in manifest.get("files", {}).values()) if isinstance(manifest.get("files"),
                                                                                        dict) else 0

@@ -365,7 +365,7 @@ def test_compare_counts_artifacts_requests_and_registry_failures(compared):
 
 
 def test_the_comparison_folder_lists_its_files_and_can_be_checked(compared):
-    from pipelines.compare import comparison_problems
+    from pipelines.verify import comparison_problems
 
     out, manifest = compared["out"], compared["manifest"]
     parts = sorted(str(p.relative_to(out)) for p in (out / "slots").glob("part-*"))

@@ -101,13 +101,15 @@ def test_the_backfill_goes_through_the_provider_files_and_comes_back_current(dem
     _, root, _ = demo_run
     export = orjson.loads((root / "backfill" / "batch" / "export_manifest.json").read_bytes())
     imported = orjson.loads((root / "backfill" / "import" / "import_manifest.json").read_bytes())
-    refreshes = read_manifest(root / "run1")["refresh"]["refresh_requests"]
-    assert export["exported_by_kind"] == {"retry": 0, "refresh": refreshes} and export["conservation"]["holds"]
-    assert imported["requests"]["imported"] == refreshes and imported["conservation"]["holds"]
-    current = current_fingerprints("spells")
+    run1 = read_manifest(root / "run1")
+    refreshes, retries = run1["refresh"]["refresh_requests"], run1["outputs"]["retry_requests"]
+    # Every request of run 1 goes out: the backfill and the retries (the comparison then shows both effects).
+    assert export["exported_by_kind"] == {"retry": retries, "refresh": refreshes} and export["conservation"]["holds"]
+    assert imported["imported_by_kind"]["refresh"] == refreshes and imported["conservation"]["holds"]
     for line in (root / "archive" / "candidates-backfill.jsonl").read_bytes().splitlines():
         candidate = orjson.loads(line)
-        assert (candidate["prompt_fingerprint"], candidate["schema_fingerprint"]) == current
+        assert (candidate["prompt_fingerprint"], candidate["schema_fingerprint"]) == current_fingerprints(
+            candidate["family"])  # every answer is made under the current assets
 
 
 def test_run2_accepts_the_current_attempts_over_the_earlier_prompts(demo_run):
@@ -127,16 +129,17 @@ def test_run2_accepts_the_current_attempts_over_the_earlier_prompts(demo_run):
 
 def test_demo_ends_with_the_comparison_and_the_report_links_it(demo_run):
     """The demo's last step sets run 1 beside run 2: the revised family's refreshed slots show as changed
-    records, and run 2's report carries the comparison and a link to its page."""
-    from pipelines import compare
-
+    records, the retry answers as fixes, and run 2's report carries the comparison and a link to its page."""
     _, root, printed = demo_run
     document = orjson.loads((root / "compare" / "compare.json").read_bytes())
-    assert compare.comparison_problems(str(root / "compare")) == []
+    from pipelines.verify import comparison_problems
+
+    assert comparison_problems(str(root / "compare")) == []
     assert document["runs"]["a"]["folder"] == str(root / "run1") and document["runs"]["b"]["folder"] == str(root / "run2")
     spells = document["by_family"]["spells"]
     assert spells["changes"]["records_changed"] > 0  # the refreshed slots answered under the revised prompt
     assert document["total"]["requests_answered"]["passed"] > 0
+    assert document["total"]["changes"]["fix"] > 0  # the retry answers went out too
     assert f"7/7 compare run 1 with run 2 -> {root / 'compare'}" in printed
     html = (root / "report.html").read_text()
     assert 'id="baseline"' in html and 'href="compare/compare.html"' in html
