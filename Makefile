@@ -9,11 +9,12 @@ STAMP := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
+# setuptools>=77 and wheel: Beam's --setup_file builds an sdist, which needs both (the PEP 639 license).
+# PYTHONWARNINGS: setuptools warns about every editable install of a flat layout (a banner on the first
+# make demo); this project's folders are its packages, so the warning says nothing here.
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip 'setuptools>=77' wheel  # --setup_file's sdist needs both (PEP 639 license)
-	# setuptools warns about every editable install of a flat layout (a banner on the first make demo):
-	# this project's folders are its packages, so the warning says nothing here.
+	$(BIN)/python -m pip install --quiet --upgrade pip 'setuptools>=77' wheel
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
