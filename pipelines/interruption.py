@@ -46,8 +46,22 @@ def interrupted(prog: str, folder: str | None, committed: bool = False, terminat
     word = "terminated" if terminated else "interrupted"
     print(f"{prog}: {word}: {what}", file=sys.stderr)
     code = TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
+    _forget_the_interrupt_python_saw()
     _exit_soon(code)
     return SystemExit(code)
+
+
+def _forget_the_interrupt_python_saw() -> None:
+    """CPython notes a KeyboardInterrupt that escapes code it runs through ``PyRun_*`` (some extension
+    modules run their set-up that way while they are imported) in a process-wide flag, and at exit it then
+    kills itself with SIGINT instead of exiting with our code, even though we caught the interrupt. The
+    flag is reset by every such run: one successful run of ``pass`` clears it."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyRun_SimpleString(b"pass")
+    except Exception:  # noqa: BLE001 - not CPython, or no ctypes: the exit code may then read -2
+        pass
 
 
 class Interruption:

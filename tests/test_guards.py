@@ -589,7 +589,7 @@ def _said(stderr: str) -> list[str]:
             if line.strip() and not line.startswith(("INFO:apache_beam", "WARNING:apache_beam"))]
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3])
+@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3, 0.4, 0.45])
 def test_ctrl_c_while_the_command_starts_is_one_line(archive, tmp_path, delay):
     """Before the folder is held (Beam half imported, options being read): one line, exit 130."""
     done = _signal_after(job_argv(archive, tmp_path / "out"), delay)
