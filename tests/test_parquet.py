@@ -190,5 +190,6 @@ def test_a_parquet_run_verifies_and_a_changed_file_does_not(parquet_run, tmp_pat
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     victim = copy / "evaluations" / sorted(p.name for p in (out / "evaluations").glob("part-*"))[0]
-    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # flipped: a change whatever the byte was
     assert not verify_folder(str(copy)).ok
