@@ -54,7 +54,7 @@ def _process_partition(output: str):
     def run(index, sources):
         import orjson
 
-        from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
+        from domain.reprocess import INPUT_CANDIDATES, INPUT_TRANSCRIPTS, RunConfig, process_source_groups
         from runners.collector import collector_paused, tune_collector
 
         tune_collector()  # the job's collector policy, once per Python worker
@@ -75,14 +75,9 @@ def _process_partition(output: str):
                 grouped = {INPUT_TRANSCRIPTS: list(transcripts), INPUT_CANDIDATES: list(candidates)}
                 with collector_paused():
                     outputs, source_counts = process_source_groups(config, source_id, grouped)
-                by_family: dict[str, list[dict]] = {}
-                for row in outputs["artifacts"]:
-                    by_family.setdefault(row["family"], []).append(row)
-                for family, rows in by_family.items():
-                    write(f"artifacts/{family}", rows)
-                for tag in OUTPUT_TAGS:
-                    if tag != "artifacts" and outputs[tag]:
-                        write(tag, outputs[tag])
+                for folder, rows in outputs.items():
+                    if rows:
+                        write(folder, rows)
                 counts.update(source_counts)
                 counts["sources"] += 1
                 counts["candidates"] += len(grouped[INPUT_CANDIDATES])

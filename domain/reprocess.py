@@ -39,6 +39,7 @@ from domain.intake import (
 )
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
 from domain.rows import artifact_row, dead_letter_row, evaluation_row
+from domain.run_integrity import NON_ARTIFACT_OUTPUTS, artifact_output
 from domain.slot_decision import SlotDecision, decide_slot
 from domain.source import Transcript
 
@@ -63,17 +64,24 @@ class SourceResult:
 
 
 OUTPUT_TAGS = ("artifacts", "retry_requests", "evaluations", "dead_letters")
+# The output folders a source's rows go to (domain.run_integrity): one per family, and the others.
+OUTPUT_LABELS = (*(artifact_output(key) for key in FAMILIES), *NON_ARTIFACT_OUTPUTS)
 
 
 def process_source_groups(
     config: RunConfig, source_id: str, grouped: Mapping[str, Sequence[bytes]]
-) -> tuple[dict[str, tuple[dict, ...]], Mapping[str, int]]:
-    """``process_source`` in the shape a per-key runner step wants: rows by output, counts."""
+) -> tuple[dict[str, Sequence[dict]], Mapping[str, int]]:
+    """``process_source`` in the shape a per-key runner step wants: rows by output folder (one of
+    ``OUTPUT_LABELS``; artifacts by family, in their order), counts."""
     result = process_source(
         source_id, grouped.get(INPUT_TRANSCRIPTS, ()), grouped.get(INPUT_CANDIDATES, ()), config,
         prior_registry_lines=grouped.get(INPUT_PRIOR_REGISTRIES, ()),
     )
-    outputs = {tag: getattr(result, tag) for tag in OUTPUT_TAGS}
+    outputs: dict[str, Sequence[dict]] = {}
+    for row in result.artifacts:
+        outputs.setdefault(artifact_output(row["family"]), []).append(row)
+    for tag in NON_ARTIFACT_OUTPUTS:
+        outputs[tag] = getattr(result, tag)
     return outputs, result.counts
 
 

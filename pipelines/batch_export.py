@@ -45,7 +45,7 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.files import matching_files
-from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
@@ -182,8 +182,9 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     shaped = read[KEYED] | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
 
     unique = (
-        shaped["requests"]
-        | "Rows" >> beam.FlatMap(lambda block: block)  # one key's block -> its rows: each row is keyed alone
+        shaped[BLOCKS]
+        # one key's block -> its rows: each row is keyed alone
+        | "Rows" >> beam.FlatMap(lambda labelled: labelled[1] if labelled[0] == "requests" else ())
         | "ById" >> beam.Map(lambda row: (row["custom_id"], row))
         | "GroupById" >> beam.GroupByKey()
         | "OnePerId" >> beam.ParDo(_OnePerId()).with_outputs("dead", "counts", main="rows")
@@ -202,7 +203,9 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "WriteFiles" >> beam.ParDo(_WriteFile(args.output), plan=beam.pvalue.AsSingleton(plan))
         | "AllFiles" >> beam.combiners.ToList()
     )
-    dead_letters = (read[DEAD], shaped["dead_letters"], unique.dead) | "AllDeadLetters" >> beam.Flatten()
+    shaped_dead = shaped[BLOCKS] | "DeadLetterBlocks" >> beam.FlatMap(
+        lambda labelled: [labelled[1]] if labelled[0] == "dead_letters" else [])
+    dead_letters = (read[DEAD], shaped_dead, unique.dead) | "AllDeadLetters" >> beam.Flatten()
     (dead_letters | "LabelDeadLetters" >> beam.Map(lambda block: ("dead_letters", block))
      | "Write[dead_letters]" >> WriteOutputs(
          {"dead_letters": OutputSpec(join_path(args.output, "dead_letters"), "jsonl")}, args.output))

@@ -38,7 +38,7 @@ from domain.counters import OUTCOMES
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
-from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_TAGS, RunConfig, process_source_groups
+from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_LABELS, RunConfig, process_source_groups
 from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines.guards import claimed_output, command_as_typed
@@ -49,13 +49,13 @@ from runners import errors as runner_errors
 from runners.collector import freeze_for_exit
 from runners.warm_workers import runner_with_warm_workers
 from runners.workarounds import send_stage_inputs_whole
-from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.files import SUFFIX_FORMATS, format_of
 from domain.schemas import arrow_schema_path
-from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
+from transforms.write import OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
 # attempt to download a Prism binary first (this job runs offline too).
@@ -75,10 +75,6 @@ def writer_schema(fmt: str, avro_path: str):
     if fmt == "parquet":
         return arrow_schema(load_json_asset(arrow_schema_path(avro_path)))
     return None
-
-
-def artifact_label(row: dict) -> str:
-    return artifact_output(row["family"])
 
 
 @dataclass(frozen=True)
@@ -135,14 +131,10 @@ class JobSettings:
         }
 
 
-def label_outputs(read, processed):
-    """Every output's blocks labelled with their output (artifacts by family); dead letters include the read step's."""
-    dead_letters = (read[DEAD], processed["dead_letters"]) | "AllDeadLetters" >> beam.Flatten()
-    blocks = {**{tag: processed[tag] for tag in OUTPUT_TAGS}, "dead_letters": dead_letters}
-    return (
-        blocks[ARTIFACTS] | "LabelArtifacts" >> beam.ParDo(LabelBlocks(artifact_label)),
-        *(blocks[tag] | f"Label[{tag}]" >> beam.Map(lambda rows, tag=tag: (tag, rows)) for tag in NON_ARTIFACT_OUTPUTS),
-    )
+def labelled_outputs(read, processed):
+    """Every output's ``(label, block)`` elements: the per-source step's, and the read step's dead letters."""
+    read_dead = read[DEAD] | "LabelReadDeadLetters" >> beam.Map(lambda rows: ("dead_letters", rows))
+    return read_dead, processed[BLOCKS]
 
 
 def described_file(item: tuple) -> dict:
@@ -167,9 +159,9 @@ class ReprocessJob(beam.PTransform):
         s = self.settings
         read = pbegin | "Read" >> ReadKeyedInputs(s.inputs())
         processed = read[KEYED] | "PerSource" >> JoinAndApply(
-            functools.partial(process_source_groups, s.config), OUTPUT_TAGS,
+            functools.partial(process_source_groups, s.config), OUTPUT_LABELS,
             progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
-        written = label_outputs(read, processed) | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
+        written = labelled_outputs(read, processed) | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
         files = (
             written
             | "Described" >> beam.Map(described_file)

@@ -84,7 +84,7 @@ def test_a_failing_stale_slot_at_the_bound_gets_no_refresh_request_and_is_exhaus
 def test_an_accepted_stale_slot_at_the_bound_keeps_its_artifact_and_is_not_refreshed():
     lines = [line("c-0", MAX, True, False)]
     outputs, counts = run(lines, refresh=True)
-    assert [a["provenance"]["candidate_id"] for a in outputs["artifacts"]] == ["c-0"]
+    assert [a["provenance"]["candidate_id"] for a in outputs.get("artifacts/spells", [])] == ["c-0"]
     assert outputs["retry_requests"] == ()
     # Its outcome is accepted (one outcome per slot): not exhausted, not a slot to refresh.
     assert counts["outcome/spells/accepted"] == 1 and "outcome/spells/exhausted" not in counts
@@ -153,7 +153,7 @@ def test_no_request_beyond_the_bound_and_the_outcomes_still_add_up(slots, max_at
     # One outcome per slot; request rows agree with the counts and the manifest.
     outcome = {name: counts.get(f"outcome/spells/{name}", 0) for name in ("accepted", "retry", "exhausted", "deferred")}
     assert sum(outcome.values()) == len(slots)
-    assert outcome["accepted"] == len(outputs["artifacts"])
+    assert outcome["accepted"] == len(outputs.get("artifacts/spells", []))
     kinds = [r["kind"] for r in requests]
     assert outcome["retry"] == kinds.count("retry")
     assert counts.get("revision/spells/refresh", 0) == kinds.count("refresh")

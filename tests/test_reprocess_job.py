@@ -3,11 +3,15 @@ a TestPipeline on the fixture archive and assert_that on what it returns."""
 
 from __future__ import annotations
 
+import gzip
+
 import orjson
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from domain.reprocess import RunConfig
+from domain.intake import INPUT_CANDIDATES, INPUT_TRANSCRIPTS
+from domain.reprocess import OUTPUT_LABELS, RunConfig, process_source, process_source_groups
+from domain.run_integrity import NON_ARTIFACT_OUTPUTS, artifact_output
 from fixture_archive import write_archive
 from pipelines import verify
 from pipelines.reprocess import JobSettings, ReprocessJob
@@ -31,3 +35,44 @@ def test_the_composite_writes_a_run_that_verifies(tmp_path):
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["conservation"]["holds"] and manifest["conservation"]["candidates_in"] == archive["candidates_in"]
     assert manifest["options"] == settings.manifest_options() and manifest["runner"] == "TestPipeline"
+
+
+
+def _lines_by_source(pattern_paths) -> dict[str, list[bytes]]:
+    grouped: dict[str, list[bytes]] = {}
+    for path in pattern_paths:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        for line in data.splitlines():
+            if line.strip():
+                try:
+                    source = orjson.loads(line).get("source_id")
+                except (orjson.JSONDecodeError, AttributeError):
+                    continue
+                if isinstance(source, str):
+                    grouped.setdefault(source, []).append(line)
+    return grouped
+
+
+def test_process_source_groups_gives_rows_by_output_folder_in_the_domains_order(tmp_path):
+    # The job writes each label's block to that folder as it comes (no labelling step after it):
+    # artifacts split by family in the order process_source returned them, the other outputs whole,
+    # and no label the writers do not know.
+    folder = tmp_path / "archive"
+    write_archive(folder)
+    transcripts = _lines_by_source(sorted(folder.glob("transcripts-*")))
+    candidates = _lines_by_source(sorted(folder.glob("candidates-*")))
+    config = RunConfig(max_attempts=3, refresh_stale=True)
+    families_seen = set()
+    for source in sorted(transcripts.keys() | candidates.keys()):
+        grouped = {INPUT_TRANSCRIPTS: transcripts.get(source, []), INPUT_CANDIDATES: candidates.get(source, [])}
+        outputs, counts = process_source_groups(config, source, grouped)
+        whole = process_source(source, grouped[INPUT_TRANSCRIPTS], grouped[INPUT_CANDIDATES], config)
+        assert set(outputs) <= set(OUTPUT_LABELS)
+        assert dict(counts) == dict(whole.counts)
+        for tag in NON_ARTIFACT_OUTPUTS:
+            assert list(outputs[tag]) == list(getattr(whole, tag))
+        for family in {row["family"] for row in whole.artifacts}:
+            families_seen.add(family)
+            assert list(outputs[artifact_output(family)]) == [r for r in whole.artifacts if r["family"] == family]
+        assert sum(len(rows) for label, rows in outputs.items() if label.startswith("artifacts/")) == len(whole.artifacts)
+    assert len(families_seen) >= 2  # the split is exercised

@@ -363,13 +363,13 @@ def test_verify_names_each_altered_removed_and_added_file(first_run, tmp_path, c
     altered.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
     removed = out / "artifacts" / "spells" / "part-00000-of-00001.avro"
     removed.unlink()
-    added = out / "dead_letters" / "part-00001-of-00002.avro"
-    shutil.copy(out / "dead_letters" / "part-00000-of-00001.avro", added)
+    added = out / "dead_letters" / "part-00009-of-00010.avro"
+    shutil.copy(sorted((out / "dead_letters").glob("part-*"))[0], added)
     assert verify.main([str(out)]) == 1
     printed = capsys.readouterr().out
     assert "altered: evaluations/part-00000-of-00001.avro" in printed
     assert "missing: artifacts/spells/part-00000-of-00001.avro" in printed
-    assert "unlisted: dead_letters/part-00001-of-00002.avro" in printed
+    assert "unlisted: dead_letters/part-00009-of-00010.avro" in printed
     assert "NOT VERIFIED: 3 problem(s)" in printed
 
     with pytest.raises(SystemExit, match="does not verify .*see: .*verify "):
@@ -388,7 +388,9 @@ def test_verify_is_a_subcommand_of_the_console_script(first_run):
     proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "verify", str(first_run)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("verified: 16 files as listed, conservation holds")
+    listed = sum(len(entries) for entries in orjson.loads((first_run / "manifest.json").read_bytes())["files"].values())
+    assert listed == len([p for p in first_run.rglob("part-*")])
+    assert proc.stdout.strip().endswith(f"verified: {listed} files as listed, conservation holds")
 
 
 # --- a byte order mark at the start of a JSON Lines file -------------------------------------------

@@ -6,16 +6,18 @@ import apache_beam as beam
 import fastavro
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from output_reader import read_rows
-from transforms.process import COUNTS, JoinAndApply, SumCounts
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.raw_records import OVERSIZE_PAYLOAD_HEAD, Blocks, decode_block, encode_block, key_record
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
-from transforms.write import LabelBlocks, OutputSpec, WriteOutputs, arrow_schema
+from transforms.write import OutputSpec, WriteOutputs, arrow_schema
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
 
@@ -91,6 +93,15 @@ def test_blocks_flush_past_their_budget_and_round_trip():
     assert blocks.flush() == [] and blocks.size == 0
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=40))
+def test_a_block_gives_back_exactly_its_records(records):
+    # Any bytes, line breaks and empty records included: a block frames records by length.
+    block = encode_block(records)
+    assert isinstance(block, bytes) and decode_block(block) == records
+    assert all(type(record) is bytes for record in decode_block(block))
+
+
 def test_join_and_apply_calls_fn_once_per_key_with_every_input():
     def fn(key, groups):
         rows = [{"key": key, "a": sorted(groups.get("a", [])), "b": sorted(groups.get("b", []))}]
@@ -100,9 +111,9 @@ def test_join_and_apply_calls_fn_once_per_key_with_every_input():
         keyed = p | beam.Create([("k1", ("a", encode_block([b"1"]))), ("k2", ("a", encode_block([b"3"]))),
                                  ("k1", ("b", encode_block([b"x"]))), ("k1", ("a", encode_block([b"2"])))])
         out = keyed | JoinAndApply(fn, ("rows",))
-        rows = out["rows"] | beam.FlatMap(lambda block: block)
-        assert_that(rows, equal_to([{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]},
-                                    {"key": "k2", "a": [b"3"], "b": []}]), label="rows")
+        # One (label, block) element per key and label: the block whole, as fn returned it.
+        assert_that(out[BLOCKS], equal_to([("rows", [{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]}]),
+                                           ("rows", [{"key": "k2", "a": [b"3"], "b": []}])]), label="rows")
         assert_that(out[COUNTS] | beam.CombineGlobally(SumCounts()), equal_to([{"keys": 2}]), label="counts")
 
 
@@ -124,7 +135,7 @@ def test_write_outputs_writes_every_labelled_folder_in_one_step(tmp_path, fmt):
     specs = {label: OutputSpec(str(tmp_path / label), fmt, schema) for label in ("by/a", "by/b", "by/c", "all")}
     with TestPipeline(options=OPTIONS) as p:
         blocks = p | beam.Create([rows[:2], rows[2:], []])
-        labelled = (blocks | "ByKey" >> beam.ParDo(LabelBlocks(lambda r: f"by/{r['family']}")),
+        labelled = (blocks | "ByKey" >> beam.FlatMap(lambda b: [(f"by/{r['family']}", [r]) for r in b]),
                     blocks | "All" >> beam.Map(lambda b: ("all", b))) | beam.Flatten()
         written = labelled | WriteOutputs(specs, str(tmp_path))
         assert_that(written | beam.Map(lambda item: (item[0], item[1].rsplit("/", 1)[-1])),

@@ -7,9 +7,13 @@ tagged outputs and metrics.
 Inputs arrive as one collection of ``(key, (input name, block))`` pairs, a
 block holding several records (``decode`` unpacks it; by default the blocks
 ``transforms.read.ReadKeyedInputs`` makes), and
-outputs leave as one block (a sequence of rows) per key and tag, never one
-element per record or row: Beam's cost is per element, and the per-key call
-already holds every row of its key (docs/benchmarks.md).
+outputs leave as one ``(label, block)`` element per key and label (a block: a
+sequence of rows), all in one collection, never one element per record or row:
+Beam's cost is per element, and the per-key call already holds every row of
+its key. One collection rather than one per label, because the runner sizes a
+sample of every collection's elements by encoding them: with few keys per
+label almost every block of a per-label collection is sampled, and a second
+step to label them was sampled again (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -25,19 +29,20 @@ from transforms.progress import ProgressSpec, sizes_of
 from transforms.raw_records import decode_block
 
 COUNTS = "counts"
+BLOCKS = "blocks"
 
-# fn(key, {input name: [record bytes]}) -> ({output tag: [rows]}, {counter: n})
+# fn(key, {input name: [record bytes]}) -> ({output label: [rows]}, {counter: n})
 PerKeyFn = Callable[[str, Mapping[str, list]], tuple[Mapping[str, Sequence[dict]], Mapping[str, int]]]
 # One input block -> its records.
 DecodeFn = Callable[[object], list]
 
 
 class _ApplyPerKey(beam.DoFn):
-    def __init__(self, fn: PerKeyFn, decode: DecodeFn, output_tags: tuple[str, ...],
+    def __init__(self, fn: PerKeyFn, decode: DecodeFn, labels: tuple[str, ...],
                  progress: ProgressSpec | None = None) -> None:
         self.fn = fn
         self.decode = decode
-        self.output_tags = frozenset(output_tags)
+        self.labels = frozenset(labels)
         self.progress = progress
         self.tracker = None
 
@@ -60,11 +65,11 @@ class _ApplyPerKey(beam.DoFn):
             outputs, counts = self.fn(key, records)
         if self.tracker is not None:
             self.tracker.add(sizes_of(records))
-        for tag, rows in outputs.items():
-            if tag not in self.output_tags:  # Beam would drop an undeclared tag's rows without a word
-                raise ValueError(f"{key!r}: output {tag!r} is not one of {sorted(self.output_tags)}")
+        for label, rows in outputs.items():
+            if label not in self.labels:  # a label no writer knows would lose its rows
+                raise ValueError(f"{key!r}: output {label!r} is not one of {sorted(self.labels)}")
             if rows:
-                yield beam.pvalue.TaggedOutput(tag, rows)
+                yield label, rows
         for name, value in counts.items():
             Metrics.counter("job", name).inc(value)
         yield beam.pvalue.TaggedOutput(COUNTS, dict(counts))
@@ -75,13 +80,14 @@ class JoinAndApply(beam.PTransform):
     """``PCollection[(key, (input name, block))]`` -> GroupByKey -> ``fn`` once per key, with
     ``{input name: [record]}`` (an input with no record for the key is absent).
 
-    Returns tagged outputs ``output_tags`` (each element one key's non-empty
-    block of rows) plus ``counts`` (one dict per key). With ``progress``, each
-    worker logs how far it got on stderr (``transforms.progress``).
+    Returns ``blocks``: ``(label, rows)``, one key's non-empty block of rows per
+    label it has rows for (``labels``: every label ``fn`` may use), plus
+    ``counts`` (one dict per key). With ``progress``, each worker logs how far
+    it got on stderr (``transforms.progress``).
     """
 
     fn: PerKeyFn
-    output_tags: tuple[str, ...]
+    labels: tuple[str, ...]
     decode: DecodeFn = decode_block
     progress: ProgressSpec | None = None
 
@@ -92,7 +98,8 @@ class JoinAndApply(beam.PTransform):
         return (
             keyed
             | "Join" >> beam.GroupByKey()
-            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.output_tags, self.progress)).with_outputs(COUNTS, *self.output_tags)
+            | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.labels, self.progress))
+            .with_outputs(COUNTS, main=BLOCKS)
         )
 
 

@@ -15,7 +15,6 @@ import hashlib
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
 
 import apache_beam as beam
 import fastavro
@@ -284,16 +283,3 @@ class WriteOutputs(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Finalize" >> beam.FlatMap(_finalize, beam.pvalue.AsList(temporary), self.specs, temp_dir)
         )
-
-
-class LabelBlocks(beam.DoFn):
-    """A block -> ``(label_of(row), sub-block)`` per label, in row order (``label_of`` a function of the row)."""
-
-    def __init__(self, label_of: Callable[[dict], str]) -> None:
-        self.label_of = label_of
-
-    def process(self, block):
-        parts: dict[str, list] = defaultdict(list)
-        for row in block:
-            parts[self.label_of(row)].append(row)
-        yield from parts.items()
