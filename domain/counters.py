@@ -6,7 +6,7 @@ sums them and the manifests read them back. Each key has one builder here, used
 by the steps that write it (``transforms.read``, ``domain.reprocess``,
 ``domain.slot_decision``, ``domain.batch.export``, ``pipelines.batch_export``)
 and by the readers that look it up (``domain.manifest``, the export manifest,
-``domain.compare``), so a key cannot be spelled two ways.
+``analysis.compare``), so a key cannot be spelled two ways.
 
 A key that was never incremented is absent (the readers count it as 0); a step
 adds a key only when it has something to count, except where noted.

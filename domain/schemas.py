@@ -382,7 +382,7 @@ def generated_request_schemas() -> dict[str, bytes]:
 
 SLOT_CHANGE_SCHEMA_JSON = "outputs/slot_change.v1.json"
 SLOT_CHANGE_SCHEMA_AVRO = "outputs/slot_change.v1.avsc"
-# = domain.compare.SLOT_OUTCOMES and SLOT_CHANGES (a test keeps them equal).
+# = analysis.compare.SLOT_OUTCOMES and SLOT_CHANGES (a test keeps them equal).
 SLOT_OUTCOMES = ("accepted", "retry", "refresh", "exhausted", "deferred", "absent")
 SLOT_CHANGES = ("regression", "fix", "records_changed", "other")
 DECIDING_DOC = ("The attempt the slot's outcome rests on in this run (the accepted one, the one a request replaces, "

@@ -5,7 +5,7 @@ Both run folders must verify. A Beam job with the main job's runners (no
 reads each run's evaluations, retry requests and artifacts (Avro, JSON Lines
 or Parquet, the two runs in any formats), gathers what each run wrote for
 every slot, and compares the slot's outcome and accepted records in A and B
-(``domain.compare``: every rule lives there; this module only wires). Under
+(``analysis.compare``: every rule lives there; this module only wires). Under
 ``--output``: ``slots/`` (one row per slot whose outcome or accepted records
 differ), ``compare.json`` (the counts), ``compare.html`` (the same at a
 glance) and, last, ``manifest.json``: the comparison's commit record, listing
@@ -27,11 +27,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 
+from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
+                              OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
+                              SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
+                              merged, rows_block, slot_row_order)
 from domain.assets import load_json_asset
-from domain.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
-                            OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
-                            SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
-                            merged, rows_block, slot_row_order)
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output

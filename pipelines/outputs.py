@@ -17,8 +17,8 @@ import fastavro
 import orjson
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
+from analysis.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
 from domain.intake import EnvelopeError, arrival_order, parse_candidate, resolve_transcript
-from domain.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
 from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_output, is_part_file, relative_path
 from domain.source import Transcript
 from transforms.compression import decompressed

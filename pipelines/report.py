@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
-from domain.run_summary import RunSummary
+from analysis.run_summary import RunSummary
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
@@ -354,7 +354,7 @@ def leaks_list(figures: RunFigures) -> str:
 
 
 def examples_section(summary: RunSummary) -> str:
-    """A few informative requests (``domain.run_summary``: most correction lines first, one per family)."""
+    """A few informative requests (``analysis.run_summary``: most correction lines first, one per family)."""
     examples = summary.examples
     if not examples:
         return section("examples", "Example retry requests", "<p>This run sent no retry requests.</p>")

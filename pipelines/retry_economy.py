@@ -8,7 +8,7 @@
 - defect recall: of the injected blocking defects a validator can see in the
   attempt a retry request replaces, how many the request's guidance names
   (by the record's quoted name or its cited range; see
-  ``domain.retry_economy.names_defect``);
+  ``analysis.retry_economy.names_defect``);
 - leaks: internal text in any guidance (ids, hashes, reason codes, validator
   keys, code paths, exception text); must be 0;
 - requests per failing slot: must be 1 for every slot the truth says still
@@ -34,14 +34,14 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
-from domain.retry_economy import (
+from analysis.retry_economy import (
     CanonicalizationSavings,
     Leak,
     RetryEconomy,
     recorded_savings,
     retry_economy,
 )
-from domain.run_summary import RunSummary, summarize_run
+from analysis.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
@@ -90,7 +90,7 @@ def _savings(manifest: Mapping[str, Any]) -> tuple[CanonicalizationSavings | Non
 def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigures:
     """The figures of one run (any output format), measured against ``truth`` when given.
 
-    Without ``truth`` the rows are streamed (see ``domain.run_summary``):
+    Without ``truth`` the rows are streamed (see ``analysis.run_summary``):
     memory does not grow with the run. The ground-truth comparison needs
     every evaluation and request at once, so with ``truth`` they are loaded.
     """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from domain.retry_economy import DefectVocabulary
+from analysis.retry_economy import DefectVocabulary
 
 
 @dataclass(frozen=True)

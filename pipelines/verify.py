@@ -22,9 +22,9 @@ import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from analysis.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, comparison_folder_problems, document_facts
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
-from domain.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, comparison_folder_problems, document_facts
 from pipelines.guards import command_as_typed
 from pipelines.interruption import run_command
 from transforms.write import join_path
@@ -125,7 +125,7 @@ def require_verified(output) -> dict:
 
 
 def comparison_problems(folder: str) -> list[str]:
-    """A comparison folder checked against its manifest (``domain.compare.comparison_folder_problems``): every
+    """A comparison folder checked against its manifest (``analysis.compare.comparison_folder_problems``): every
     listed file there as listed, no part file unlisted, compare.json and compare.html as written."""
     folder = normalized_folder(folder)
     path = join_path(folder, MANIFEST_NAME)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from domain.retry_economy import DefectVocabulary
+from analysis.retry_economy import DefectVocabulary
 from sample.sim_defects import BENIGN_KINDS, REASON_CODES, DefectKind
 from sample.sim_reconciliation import RECONCILIATION_REASON_CODES
 

@@ -1,4 +1,4 @@
-"""Comparing two runs (SPEC §6.3): the pure rules of ``domain.compare`` and the command end to end.
+"""Comparing two runs (SPEC §6.3): the pure rules of ``analysis.compare`` and the command end to end.
 
 The command runs in a process of its own (``python -m pipelines.cli compare``): Beam parses every
 loaded job's PipelineOptions together, and this test process runs the main job in-process.
@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERED, CHANGE_FIX, CHANGE_OTHER,
+                              CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SLOT_CHANGES,
+                              SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot, SlotInRun, answer_in_b,
+                              artifact_of, attempt_of, classify_change, compare_runs, compare_slot,
+                              comparison_document, comparison_folder_problems, decide, facts_by_slot,
+                              failed_after_registry_change, listed_rows, rows_block, sum_tallies)
 from domain.assets import load_json_asset, read_asset
-from domain.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERED, CHANGE_FIX, CHANGE_OTHER,
-                            CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SLOT_CHANGES,
-                            SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot, SlotInRun, answer_in_b,
-                            artifact_of, attempt_of, classify_change, compare_runs, compare_slot,
-                            comparison_document, comparison_folder_problems, decide, facts_by_slot,
-                            failed_after_registry_change, listed_rows, rows_block, sum_tallies)
 from domain.run_integrity import OutputFile
 from domain import schemas as schemagen
 from fixture_archive import candidate, ev, good_records, spell, write_archive

@@ -19,7 +19,7 @@ from domain.reprocess import RunConfig, process_source
 from domain.revision import REQUEST_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "pipelines", "transforms")
+PACKAGES = ("domain", "analysis", "pipelines", "transforms")
 # The per-family and per-input prefixes of counter keys: only domain/counters.py may spell them.
 PREFIXES = ("outcome/", "revision/", "invariant_failures/", "reordering_saved_retries/", "reordering_saved_deferrals/",
             "dead_letters/", "blank_lines/", "shaped/", "unreadable_file/")

@@ -104,8 +104,8 @@ def checkout_after_make_demo(finished_demo: Path, where: Path) -> Path:
     where.mkdir()
     shutil.copytree(finished_demo, where / "out" / "demo", symlinks=True)
     (where / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    for name in ("assets", "sample", "domain", "pipelines", "transforms", "runners", "scripts", "setup.py",
-                 "pyproject.toml"):
+    for name in ("assets", "sample", "domain", "analysis", "pipelines", "transforms", "runners", "scripts",
+                 "setup.py", "pyproject.toml"):
         (where / name).symlink_to(ROOT / name)
     return where
 

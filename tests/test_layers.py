@@ -1,7 +1,9 @@
 """The layers hold, read from the source (every import, lazy ones inside functions included):
 no module imports one that imports it back (issue 30), domain/ never imports Beam, transforms/ never
-imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job, and
-the operator's report, the retry economy and domain/ never import the simulator (sample/)."""
+imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job,
+analysis/ (what finished runs' rows say) uses the domain and nothing of the job nor Beam, domain/ never
+imports analysis/, and the operator's report, the retry economy, analysis/ and domain/ never import the
+simulator (sample/)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "transforms", "pipelines", "runners", "bench", "sample")
+PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "bench", "sample")
 PROJECT = {*PACKAGES, "assets"}
 
 
@@ -102,6 +104,18 @@ def test_runners_know_nothing_of_the_job():
             assert not any(n.split(".")[0] in PROJECT - {"runners"} for n in imports_of(path)), name
 
 
+def test_analysis_reads_rows_with_the_domain_and_nothing_of_the_job():
+    """analysis/ (retry economy, run summary, comparing two runs) computes over the rows of finished runs:
+    it may import domain/, never Beam, transforms/, pipelines/ or runners/; domain/ never imports it."""
+    for name, path in modules().items():
+        named = imports_of(path)
+        if name.startswith("analysis"):
+            assert not any(n.split(".")[0] in ("apache_beam", "transforms", "pipelines", "runners")
+                           for n in named), name
+        if name.startswith("domain"):
+            assert not any(n.split(".")[0] == "analysis" for n in named), name
+
+
 def test_transforms_and_domain_never_launch_a_runner():
     """A transform runs inside a worker: of runners/ it uses the collector's policy (its DoFns' first bundle)
     and nothing that starts workers or runners; the domain uses none of it."""
@@ -150,11 +164,12 @@ def top_level_imports_of(path: Path) -> set[str]:
 
 def test_the_report_the_retry_economy_and_the_domain_never_import_the_simulator():
     """The simulator's vocabulary reaches the retry economy and the report as a value with --truth
-    (pipelines.truth, the one door, opened only when --truth is given): neither names sample/, nor does the
-    domain, and importing them loads nothing of it."""
+    (pipelines.truth, the one door, opened only when --truth is given): neither names sample/, nor do
+    analysis/ and the domain, and importing them loads nothing of it."""
     known = modules()
     graph = {name: {n for n in top_level_imports_of(path) if n in known} - {name} for name, path in known.items()}
-    guarded = [name for name in known if name.startswith("domain")] + ["pipelines.report", "pipelines.retry_economy"]
+    guarded = ([name for name in known if name.startswith(("domain", "analysis"))]
+               + ["pipelines.report", "pipelines.retry_economy"])
     for name in guarded:
         assert not any(n.split(".")[0] == "sample" for n in imports_of(known[name])), name
         loaded = reached_from(name, graph)

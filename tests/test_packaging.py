@@ -52,6 +52,11 @@ def test_sdist_installs_and_runs_the_job_outside_the_checkout(tmp_path):
     location = subprocess.run([str(python), "-c", "import domain; print(domain.__file__)"], cwd=workdir, env=env,
                               capture_output=True, text=True, check=True).stdout
     assert str(venv) in location  # the installed copy ran, not the checkout
+    # The job does not import analysis/ (the report, compare and the retry economy do): installed too.
+    imported = "import analysis.compare, analysis.run_summary; print(analysis.__file__)"
+    analysis = subprocess.run([str(python), "-c", imported], cwd=workdir, env=env, capture_output=True, text=True,
+                              check=True).stdout
+    assert str(venv) in analysis
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["conservation"]["holds"]
     assert manifest["conservation"]["candidates_in"] == archive["candidates_in"]

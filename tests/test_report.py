@@ -13,13 +13,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from domain.compare import comparison_document, rows_block
+from analysis.compare import comparison_document, rows_block
+from analysis.retry_economy import recorded_savings, retry_economy
+from analysis.run_summary import summarize_run
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
-from domain.retry_economy import recorded_savings, retry_economy
 from domain.run_integrity import OutputFile, files_block
-from domain.run_summary import summarize_run
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
 from pipelines.truth import GroundTruth

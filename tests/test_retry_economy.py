@@ -14,14 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.assets import current_fingerprints
-from domain.evaluate import evaluate_response
-from domain.evidence import SourceRef, canonical_evidence
-from domain.families import FAMILIES
-from domain.families.base import EvaluationContext, Evidence
-from domain.issues import render_range
-from domain.reprocess import RunConfig, process_source
-from domain.retry_economy import (
+from analysis.retry_economy import (
     ArchivedCandidate,
     DefectVocabulary,
     Slot,
@@ -38,6 +31,13 @@ from domain.retry_economy import (
     retry_economy,
     without_endpoint_ordering,
 )
+from domain.assets import current_fingerprints
+from domain.evaluate import evaluate_response
+from domain.evidence import SourceRef, canonical_evidence
+from domain.families import FAMILIES
+from domain.families.base import EvaluationContext, Evidence
+from domain.issues import render_range
+from domain.reprocess import RunConfig, process_source
 from domain.source import parse_transcript
 from sample.sim_vocabulary import SIMULATED_VOCABULARY
 

@@ -240,8 +240,8 @@ def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_
 
 
 def test_the_retry_economy_and_the_report_examples_ignore_refresh_requests():
-    from domain.retry_economy import Slot, TruthRow, retry_economy, retry_requests_only
-    from domain.run_summary import summarize_run
+    from analysis.retry_economy import Slot, TruthRow, retry_economy, retry_requests_only
+    from analysis.run_summary import summarize_run
     from sample.sim_vocabulary import SIMULATED_VOCABULARY
 
     result = run([(1, True, False)], refresh=True)

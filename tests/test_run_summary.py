@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.retry_economy import internal_tokens, leaks_in
-from domain.run_summary import summarize_run
+from analysis.retry_economy import internal_tokens, leaks_in
+from analysis.run_summary import summarize_run
 from test_retry_economy import hand_run
 
 # Small alphabets, so ids, codes and guidance words collide often.

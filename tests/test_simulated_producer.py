@@ -721,7 +721,7 @@ def test_each_injected_kind_is_reported_under_the_reason_codes_it_maps_to(tmp_pa
     to, and every injected kind that is not hidden is reported under one of its codes."""
     from domain.reprocess import RunConfig, process_source
     from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
-    from domain.retry_economy import TruthDefect
+    from analysis.retry_economy import TruthDefect
 
     rates = ["multiple_defects=0.3", "unknown_label=0.3", "unassigned_entry=0.3",
              "entry_in_several_entities=0.3", "name_conflict=0.3", "extra_scene=0.2",

@@ -6,10 +6,10 @@ row by row, and keeps only what the report shows: issues by reason code, the
 number of retry requests, a few example requests, and the leaks found in
 guidance. Nothing is held per candidate: the internal tokens a leak check
 looks for (ids, reason codes, validator keys, see
-``domain.retry_economy.internal_tokens``) are kept only when some guidance
+``analysis.retry_economy.internal_tokens``) are kept only when some guidance
 contains them as a word, or when they cannot be a word at all (then they are
 searched for as text, as ``find_leaks`` does). The result equals the
-whole-table functions of ``domain.retry_economy`` on the same rows; a test
+whole-table functions of ``analysis.retry_economy`` on the same rows; a test
 holds them to each other.
 
 Pure: the caller passes callables that return fresh iterables over the rows
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from domain.retry_economy import _TOKEN, _TOKEN_EDGE, InternalTokens, Leak, _identifier_like, find_leaks
+from analysis.retry_economy import _TOKEN, _TOKEN_EDGE, InternalTokens, Leak, _identifier_like, find_leaks
 from domain.revision import KIND_RETRY
 
 Rows = Callable[[], Iterable[Mapping[str, Any]]]

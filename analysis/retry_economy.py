@@ -10,7 +10,7 @@ Ground truth (one row per candidate, see ``sample/simulated_producer.py``)
 names every injected defect by kind, record name and cited range. What a
 defect kind *means* (benign, fixed by endpoint ordering, hiding the others)
 is the simulator's vocabulary, so it is passed in (:class:`DefectVocabulary`)
-rather than imported: ``domain`` knows nothing of ``sample``.
+rather than imported: ``analysis`` knows nothing of ``sample``.
 """
 
 from __future__ import annotations
