@@ -47,6 +47,7 @@ from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, OptionsErr
 from pipelines.interruption import run_command
 from runners import errors as runner_errors
 from runners.collector import freeze_for_exit
+from runners.flink_jobs import no_job_left_running
 from runners.warm_workers import runner_with_warm_workers
 from runners.workarounds import send_stage_inputs_whole
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
@@ -245,7 +246,8 @@ def run(argv: Sequence[str] | None = None) -> dict:
         send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runners.workarounds)
         runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
         try:
-            with beam.Pipeline(runner=runner, options=options) as pipeline:
+            # A Flink job the command can no longer watch is cancelled before the folder is cleaned up.
+            with no_job_left_running(options, PROG, folder), beam.Pipeline(runner=runner, options=options) as pipeline:
                 build_pipeline(pipeline, opts, runner_name)
         except Exception as error:  # noqa: BLE001 - re-raised unless a runner setting explains it
             hint = runner_errors.explain(error)

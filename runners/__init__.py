@@ -4,7 +4,8 @@
 - ``collector``: the garbage collector's policy per process (the DoFns' first bundle, the bench loop,
   every entry point's exit);
 - ``errors``: runner failures a user fixes with a runner setting, in the job's words;
-- ``workarounds``: defects of the runners the job launches, worked around before a pipeline runs.
+- ``workarounds``: defects of the runners the job launches, worked around before a pipeline runs;
+- ``flink_jobs``: a Flink job left running on a cluster by a command that stopped, cancelled first.
 
 Nothing here knows the job, its transforms or its domain (``tests/test_layers.py``); ``warm_workers``
 and ``collector`` import only the standard library at their top, since they run before Beam is

@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # Test helpers (fixture_archive, output_reader, flink_support) import by plain name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,3 +38,17 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if "reliability" in item.keywords])
         items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def flink_jar() -> str:
+    """Beam's Flink job server jar. Only a machine that cannot have it at all (flink_support.job_server_jar)
+    skips a Flink test; any other failure to obtain it fails the test."""
+    from flink_support import job_server_jar
+
+    path, route, unavailable = job_server_jar()
+    if path is None:
+        if unavailable:
+            pytest.skip(f"Flink unavailable on this machine: {route}")
+        pytest.fail(f"could not obtain the Flink job server jar: {route}")
+    return path
