@@ -11,6 +11,13 @@ The cache key is the parameters plus a digest of the producer's code: a
 changed producer builds a fresh archive rather than silently reusing a stale
 one. A build goes to a temporary folder renamed into place when complete, so
 an interrupted build is never mistaken for a cached one.
+
+Archives larger than the producer is worth running for (10M candidates: the
+producer would take a quarter of an hour) are copies of a built one
+(``replicated_archive``): every source again under a new id, each of its
+records rewritten to match, so the copy is a valid archive of N times the
+sources in which no record collides with another (``sized_archive`` picks the
+route by size). Cached the same way, under the base's key and the count.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import gzip
 import hashlib
 import json
 import math
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +75,161 @@ class Archive:
     built_in_s: float | None = None
 
 
+# Sizes above this that are whole multiples of it are copies of the archive of this size.
+REPLICATE_UNIT = 1_000_000
+# Part of a replicated archive's cache key: bump it when what a copy rewrites changes.
+REPLICA_VERSION = 1
+# gzip level of the copies: level 1 writes ~4x faster than 6 for ~25% more bytes, and the
+# copies exist only to be read by the bench.
+REPLICA_GZIP_LEVEL = 1
+# The record fields a copy rewrites: the source a record belongs to, and the candidate id
+# (unique per attempt). Everything else that must be unique per source derives from these in
+# the job (request ids hash source and candidate id; artifact ids, slots and evidence name the
+# source); input_fingerprint hashes an entry list's rendering, which names no source, so it
+# stays valid in every copy.
+REWRITTEN_FIELDS = ("source_id", "candidate_id")
+_COPY_MARK = re.compile(rb"\.r\d+$")
+
+
+def sized_archive(candidates: int, cache_dir: Path, log=print) -> Archive:
+    """The bench's archive of ``candidates``: built by the producer, or above REPLICATE_UNIT (whole
+    multiples of it) copies of the REPLICATE_UNIT archive."""
+    if candidates > REPLICATE_UNIT and candidates % REPLICATE_UNIT == 0:
+        base = ensure_archive(ArchiveSpec.at_density(REPLICATE_UNIT), cache_dir, log)
+        return replicated_archive(base, candidates // REPLICATE_UNIT, cache_dir, log)
+    return ensure_archive(ArchiveSpec.at_density(candidates), cache_dir, log)
+
+
+def copy_suffix(copy: int) -> bytes:
+    """What copy ``copy`` appends to each rewritten id (copy 0 is the base itself)."""
+    return b"" if copy == 0 else f".r{copy}".encode()
+
+
+_ID_FIELD = re.compile(rb'"(' + b"|".join(f.encode() for f in REWRITTEN_FIELDS) + rb')"(\s*:\s*")((?:[^"\\]|\\.)*)"')
+_BOM = b"\xef\xbb\xbf"
+
+
+def rewrite_line(line: bytes, suffix: bytes) -> tuple[bytes, bytes | None]:
+    """(the line as the copy of ``suffix`` has it, the source id it belongs to, or None).
+
+    A JSON object gets ``suffix`` after each of REWRITTEN_FIELDS that is a string. A line that
+    is not one (a dead letter in the base, and in every copy) keeps its bytes but for those ids
+    where they appear as a key with a string value, as the job's fast key path finds them. An id
+    that already ends like a copy's (``.r<digits>``) is refused: two copies could then share an
+    id. Copy 0 (no suffix) is the base's line byte for byte."""
+    body = line.rstrip(b"\r\n")
+    bom = _BOM if body.startswith(_BOM) else b""
+    body = body[len(bom):]
+    try:
+        record = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        record = None
+    if not isinstance(record, dict):
+        ids = {m.group(1).decode(): m.group(3) for m in reversed(list(_ID_FIELD.finditer(body)))}
+        for name, value in ids.items():
+            _check_id(name, value)
+        new = _ID_FIELD.sub(lambda m: m.group(0)[:-1] + suffix + b'"', body) if suffix else body
+        source = ids.get("source_id")
+        return bom + new + b"\n", source + suffix if source else None
+    for name in REWRITTEN_FIELDS:
+        value = record.get(name)
+        if isinstance(value, str):
+            _check_id(name, value.encode())
+            if suffix:
+                record[name] = value + suffix.decode()
+    source = record.get("source_id")
+    source = source.encode() if isinstance(source, str) else None
+    if not suffix:
+        return line if line.endswith(b"\n") else line + b"\n", source
+    return bom + orjson.dumps(record) + b"\n", source
+
+
+def _check_id(name: str, value: bytes) -> None:
+    if _COPY_MARK.search(value):
+        raise ValueError(f"{name} {value!r} already ends like a copy's id (.r<digits>): cannot replicate")
+
+
+def _copy_file(task: tuple[str, str, int]) -> tuple[int, int, dict[bytes, int]]:
+    """One base file as copy ``copy``: (lines, uncompressed bytes written, bytes per source)."""
+    source_path, target_path, copy = task
+    suffix = copy_suffix(copy)
+    lines = written = 0
+    per_source: dict[bytes, int] = {}
+    with gzip.open(source_path, "rb") as src, gzip.open(target_path, "wb", compresslevel=REPLICA_GZIP_LEVEL) as out:
+        for line in src:
+            if not line.strip():
+                continue
+            new, source = rewrite_line(line, suffix)
+            out.write(new)
+            lines += 1
+            written += len(new)
+            if source is not None:
+                per_source[source] = per_source.get(source, 0) + len(new)
+    return lines, written, per_source
+
+
+def replicated_archive(base: Archive, copies: int, cache_dir: Path, log=print, processes: int | None = None) -> Archive:
+    """``base`` ``copies`` times over (copy 0 is the base's records as they are), cached.
+
+    Every source of copy k > 0 is the base's under ``<source_id>.r<k>``, each candidate under
+    ``<candidate_id>.r<k>``: so every record maps to one (base record, copy), the job treats
+    each copy's sources exactly as the base's, and every count of its manifest is ``copies``
+    times the base's. Each base file becomes ``copies`` files (``<input>-<n>-of-<total>``),
+    written by ``processes`` worker processes (default: one per core)."""
+    if copies < 1:
+        raise ValueError(f"copies must be at least 1 (got {copies})")
+    folder = cache_dir.resolve() / f"{base.folder.name}-x{copies}-v{REPLICA_VERSION}"
+    if not (folder / "meta.json").exists():
+        log(f"building archive {folder.name} ({copies} copies of {base.folder.name})...")
+        _replicate(base, copies, folder, processes)
+    return ensure_archive_at(folder)
+
+
+def _replicate(base: Archive, copies: int, folder: Path, processes: int | None) -> None:
+    import multiprocessing
+
+    staging = folder.with_name(folder.name + ".building")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    started = time.perf_counter()
+    tasks, inputs = [], {}
+    for name in ("transcripts", "candidates"):
+        files = sorted(base.folder.glob(f"{name}-*.jsonl.gz"))
+        total = len(files) * copies
+        inputs[name] = []
+        for copy in range(copies):
+            for n, path in enumerate(files):
+                target = staging / f"{name}-{copy * len(files) + n:05d}-of-{total:05d}.jsonl.gz"
+                tasks.append((str(path), str(target), copy))
+                inputs[name].append(len(tasks) - 1)
+    # Largest files first, so the last task is a small one.
+    order = sorted(range(len(tasks)), key=lambda i: -os.path.getsize(tasks[i][0]))
+    with multiprocessing.get_context("spawn").Pool(processes or os.cpu_count() or 1) as pool:
+        results = dict(zip(order, pool.map(_copy_file, [tasks[i] for i in order], chunksize=1)))
+    counts = {name: sum(results[i][0] for i in indexes) for name, indexes in inputs.items()}
+    per_source: dict[bytes, int] = {}
+    for _lines, _written, sizes in results.values():
+        for source, size in sizes.items():
+            per_source[source] = per_source.get(source, 0) + size
+    if counts["candidates"] != base.candidates_in * copies or counts["transcripts"] != base.transcripts_in * copies:
+        raise RuntimeError(f"replication wrote {counts}, not {copies} x the base's "
+                           f"({base.candidates_in} candidates, {base.transcripts_in} transcripts)")
+    meta = {
+        "spec": {**json.loads((base.folder / "meta.json").read_text())["spec"],
+                 "candidates": base.candidates_in * copies, "sources": base.sources * copies},
+        "replica_of": base.folder.name,
+        "copies": copies,
+        "candidates_in": counts["candidates"],
+        "transcripts_in": counts["transcripts"],
+        "input_bytes": sum(written for _lines, written, _sizes in results.values()),
+        "largest_source_bytes": max(per_source.values(), default=0),
+        "built_in_s": round(time.perf_counter() - started, 1),
+    }
+    (staging / "meta.json").write_text(json.dumps(meta, indent=2))
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+
+
 def producer_digest() -> bytes:
     digest = hashlib.sha256()
     for path in sorted((REPO / "sample").glob("*.py")):
@@ -79,7 +243,12 @@ def ensure_archive(spec: ArchiveSpec, cache_dir: Path, log=print) -> Archive:
     if not meta_path.exists():
         log(f"building archive {folder.name} ({spec.candidates} candidates, {spec.sources} sources)...")
         _build(spec, folder)
-    meta = json.loads(meta_path.read_text())
+    return ensure_archive_at(folder)
+
+
+def ensure_archive_at(folder: Path) -> Archive:
+    """The built archive in ``folder`` (its meta.json written last, when complete)."""
+    meta = json.loads((folder / "meta.json").read_text())
     return Archive(
         folder=folder,
         transcripts_glob=str(folder / "transcripts-*.jsonl.gz"),
