@@ -93,9 +93,10 @@ def _flink_runtime() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(jar, tmp_path_factory):
-    """Two TaskManagers, two slots each; no restart strategy (a failing job fails the test at once)."""
+    """Two TaskManagers, two slots each, Beam's classes on their classpath (the launch docs/running.md
+    gives); no restart strategy (a failing job fails the test at once)."""
     _flink_runtime()
-    with session_cluster(rest_port=free_port(), taskmanagers=2) as running:
+    with session_cluster(rest_port=free_port(), taskmanagers=2, beam_jar=jar) as running:
         yield running
 
 
@@ -225,9 +226,10 @@ def test_session_cluster_stops_every_process(cluster):
         cluster.overview()
 
 
-# The kill test's archive: large enough that the per-source stage writes for a few seconds on two
-# cores (measured: ~1.4 s of writing at 20k candidates on a loaded machine, ~5 s at 60k), so the kill
-# lands while its data flows, not before or after it; small enough to build and run in seconds.
+# The kill test's archive: large enough that the per-source stage writes for a while on two cores
+# (measured: its temporary files exist for ~1.3 s at 40k candidates, 8.8-10.1 s into a 12 s job, and
+# the kill lands ~0.05 s after the first appears), so the kill lands while its data flows, not before
+# or after it; small enough to build and run in seconds.
 KILL_ARCHIVE_CANDIDATES = 40_000
 KILL_ARCHIVE_SOURCES = 80
 RESTART_ATTEMPTS = 3  # docs/running.md, "A lost TaskManager": one costs 1-2 restarts here
@@ -255,7 +257,8 @@ def test_a_taskmanager_killed_mid_stage_costs_a_restart_not_a_row(jar, tmp_path)
     reference = run_job(archive, tmp_path / "direct", "--output-format", "jsonl")
     out = tmp_path / "flink"
     log_path = tmp_path / "job.log"
-    with session_cluster(rest_port=free_port(), taskmanagers=2, restart_attempts=RESTART_ATTEMPTS) as cluster, \
+    with session_cluster(rest_port=free_port(), taskmanagers=2, restart_attempts=RESTART_ATTEMPTS,
+                         beam_jar=jar) as cluster, \
             worker_pool(free_port(), log_file=tmp_path / "worker-pool.log") as pool, open(log_path, "wb") as log:
         started = time.monotonic()
         proc = subprocess.Popen(

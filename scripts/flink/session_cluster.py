@@ -29,11 +29,19 @@ a fixed 512 MB (256 MB sufficed until the job gained more output stages:
 memory, which Beam's portable batch jobs barely use
 (``taskmanager.memory.managed.fraction`` 0.2 instead of 0.4).
 
+Cost per job (docs/benchmarks.md, "Flink's cost per core"): the JobManager
+and TaskManagers run with the C1 compiler only (JVM_OPTIONS), and, given
+the Beam job server jar (``beam_jar``; the CLI's ``start`` obtains it as
+``make flink-jar`` does), every TaskManager has it on its classpath,
+resolved parent-first, so Beam keeps a job's Python workers from stage to
+stage for the jobs that ask for it (BEAM_JOB_OPTIONS, the options the
+launch of docs/running.md adds).
+
 CLI (with the project venv's python, which has pip and apache-beam):
 
     python scripts/flink/session_cluster.py fetch             # only download jars
     python scripts/flink/session_cluster.py [--rest-port 8081] start [--worker-pool-port 50000] \
-        [--taskmanagers 2] [--restart-attempts 3]
+        [--taskmanagers 2] [--restart-attempts 3] [--beam-jar JAR|none]
     python scripts/flink/session_cluster.py [--rest-port 8081] add-taskmanager
     python scripts/flink/session_cluster.py [--rest-port 8081] status
     python scripts/flink/session_cluster.py [--rest-port 8081] stop
@@ -70,7 +78,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -101,6 +109,26 @@ TASKMANAGER_MEMORY = "2560m"
 # Restart strategy: none by default (a failed job fails at once); with
 # attempts > 0, fixed-delay with this delay between attempts.
 RESTART_DELAY = "10 s"
+# JVM options of the JobManager and the TaskManagers, beyond the memory flags Flink computes:
+# C1 only (no C2). The C2 compiler threads were the largest CPU item of each JVM in a Beam
+# batch job (at 1M candidates: TaskManager 5.6 CPU-s, JobManager 3.3 of their 13.7 and 7.3),
+# while the code they compile (Flink's shuffle, Beam's gRPC data plane) runs a few seconds
+# in all: C1's code is good enough for that (docs/benchmarks.md, "Flink's cost per core").
+JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
+# Beam's runner classes on the TaskManagers' classpath (the job server jar given as
+# ``beam_jar``), resolved parent-first: Beam then keeps a job's Python workers from one stage
+# to the next for --environment_cache_millis (BEAM_JOB_OPTIONS) instead of stopping them
+# whenever no task of the job runs (it releases a job's environments at once when its classes
+# came from the job's own class loader: FlinkExecutableStageContextFactory), and the
+# TaskManager loads and compiles Beam's classes once, not once per job.
+BEAM_CLASSES_SETTINGS: dict[str, Any] = {"classloader.resolve-order": "parent-first"}
+# Beam pipeline options that go with this cluster (docs/running.md gives them in the launch):
+# keep a job's workers for 10 s after their last bundle (longer than the gap between two
+# stages; a worker start costs ~0.5 CPU-s), and the per-job job server JVM with C1 only.
+ENVIRONMENT_CACHE_MS = 10_000
+ENVIRONMENT_CACHE_OPTIONS: tuple[str, ...] = (f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}",)
+JOB_SERVER_JVM_OPTIONS: tuple[str, ...] = ("--job_server_jvm_properties=-XX:TieredStopAtLevel=1",)
+BEAM_JOB_OPTIONS: tuple[str, ...] = ENVIRONMENT_CACHE_OPTIONS + JOB_SERVER_JVM_OPTIONS
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
@@ -270,11 +298,12 @@ def _extract_jars(sdist: Path, dest: Path) -> None:
                     shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _classpath(home: Path) -> str:
-    # As bin/config.sh builds it: the other lib jars first, flink-dist last.
+def _classpath(home: Path, extra: Sequence[str] = ()) -> str:
+    # As bin/config.sh builds it: the other lib jars first, flink-dist last; then ``extra`` (after
+    # flink-dist, so Flink's own classes win over copies of them in an extra jar).
     jars = sorted(p for p in (home / "lib").glob("*.jar") if not p.name.startswith("flink-dist"))
     jars += sorted((home / "lib").glob("flink-dist*.jar"))
-    return os.pathsep.join(str(p) for p in jars)
+    return os.pathsep.join([*(str(p) for p in jars), *extra])
 
 
 # ------------------------------------------------------------------ cluster --
@@ -297,6 +326,11 @@ class SessionCluster:
     taskmanager_pids: list[int] = field(default_factory=list)
     # Flink's resource id of each TaskManager (tm-1, tm-2, ...), as the REST API names it.
     taskmanager_ids: list[str] = field(default_factory=list)
+    # JVM options of the JobManager and every TaskManager beyond Flink's memory flags (JVM_OPTIONS).
+    jvm_options: list[str] = field(default_factory=list)
+    # Jars on every TaskManager's classpath after Flink's own (the Beam job server jar: Beam's runner
+    # classes loaded once per TaskManager, not per job).
+    taskmanager_classpath: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.taskmanager_pids and self.taskmanager_pid > 0:  # a state file of one TaskManager
@@ -413,6 +447,7 @@ def _write_conf(
     sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
     restart_attempts: int = 0,
     restart_delay: str = RESTART_DELAY,
+    extra_settings: dict[str, Any] | None = None,
 ) -> None:
     conf_dir.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -474,6 +509,7 @@ def _write_conf(
         # logs it, the dead thread's data never arrives and the job hangs.
         "cluster.uncaught-exception-handling": "FAIL",
         "taskmanager.jvm-exit-on-oom": True,
+        **(extra_settings or {}),
     }
     # Flat keys in config.yaml are valid for both Flink 1.19/1.20 and 2.x.
     (conf_dir / "config.yaml").write_text(
@@ -520,6 +556,7 @@ def _launch(
     main_class: str,
     jvm_flags: list[str],
     dynamic: list[str],
+    classpath: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     log_file = log_dir / f"{name}.log"
     cmd = [
@@ -529,7 +566,7 @@ def _launch(
         f"-Dlog.file={log_file}",
         f"-Dlog4j.configurationFile=file:{conf_dir / 'log4j.properties'}",
         "-cp",
-        _classpath(home),
+        _classpath(home, classpath),
         main_class,
         "--configDir",
         str(conf_dir),
@@ -568,9 +605,14 @@ def start_cluster(
     restart_delay: str = RESTART_DELAY,
     startup_timeout_s: float = 120.0,
     run_dir: Path | None = None,
+    jvm_options: Sequence[str] = JVM_OPTIONS,
+    settings: dict[str, Any] | None = None,
+    beam_jar: str | None = None,
 ) -> SessionCluster:
     """Start a JobManager and ``taskmanagers`` TaskManagers (``slots`` each); return once every slot is registered.
 
+    ``beam_jar``: the Beam job server jar the jobs are submitted with, put on every
+    TaskManager's classpath (BEAM_CLASSES_SETTINGS); ``settings``: more config.yaml entries.
     On any failure every process started is stopped before the error propagates.
     """
     if taskmanagers < 1 or slots < 1:
@@ -593,6 +635,10 @@ def start_cluster(
     # A free RPC port rather than Flink's fixed 6123, so two clusters (or a
     # leftover one) on one machine do not collide; the TM learns it from config.
     rpc_port = _free_port()
+    if beam_jar:
+        if not Path(beam_jar).is_file():
+            raise ClusterError(f"the Beam job server jar {beam_jar} does not exist")
+        settings = {**BEAM_CLASSES_SETTINGS, **(settings or {})}
     _write_conf(
         conf_dir,
         run_dir,
@@ -605,11 +651,14 @@ def start_cluster(
         sort_shuffle_min_buffers,
         restart_attempts,
         restart_delay,
+        settings,
     )
 
     jm_jvm, jm_dyn = _resource_params(java, home, conf_dir, "GET_JM_RESOURCE_PARAMS")
-    jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, jm_jvm, jm_dyn)
-    cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir), jm.pid, -1)
+    jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, [*jm_jvm, *jvm_options], jm_dyn)
+    cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir), jm.pid, -1,
+                             jvm_options=list(jvm_options),
+                             taskmanager_classpath=[str(Path(beam_jar).resolve())] if beam_jar else [])
     procs: dict[str, subprocess.Popen[bytes]] = {"jobmanager": jm}
     try:
         for _ in range(taskmanagers):
@@ -638,7 +687,8 @@ def _launch_taskmanager(
     # TaskManager ids map to these processes (and read well in the UI and logs).
     resource_id = f"tm-{index + 1}"
     tm_dyn = [*tm_dyn, "-D", f"taskmanager.resource-id={resource_id}"]
-    tm = _launch(java, home, conf_dir, log_dir, name, TASKMANAGER_CLASS, tm_jvm, tm_dyn)
+    tm = _launch(java, home, conf_dir, log_dir, name, TASKMANAGER_CLASS, [*tm_jvm, *cluster.jvm_options], tm_dyn,
+                 cluster.taskmanager_classpath)
     cluster.taskmanager_pids.append(tm.pid)
     cluster.taskmanager_ids.append(resource_id)
     if cluster.taskmanager_pid <= 0:
@@ -710,6 +760,9 @@ def session_cluster(
     restart_delay: str = RESTART_DELAY,
     startup_timeout_s: float = 120.0,
     keep_logs: bool = False,
+    jvm_options: Sequence[str] = JVM_OPTIONS,
+    settings: dict[str, Any] | None = None,
+    beam_jar: str | None = None,
 ) -> Iterator[SessionCluster]:
     """Run a session cluster for the duration of the block; always stop it.
 
@@ -728,6 +781,9 @@ def session_cluster(
         restart_attempts=restart_attempts,
         restart_delay=restart_delay,
         startup_timeout_s=startup_timeout_s,
+        jvm_options=jvm_options,
+        settings=settings,
+        beam_jar=beam_jar,
     )
     failed = False
     try:
@@ -750,6 +806,21 @@ def _state_file(rest_port: int) -> Path:
     return CACHE_ROOT / "run" / f"cluster-{rest_port}.json"
 
 
+def _beam_jar(args: argparse.Namespace) -> str | None:
+    """The job server jar for the TaskManagers' classpath: given, none, or obtained as make flink-jar does."""
+    if args.beam_jar == "none":
+        return None
+    if args.beam_jar:
+        return str(args.beam_jar)
+    try:
+        jar, _route = _fjs.obtain(resolve_flink_version(args.flink_version),
+                                  log=lambda m: print(m, file=sys.stderr))
+    except _fjs.FetchError as e:
+        raise ClusterError(f"no Beam job server jar for the TaskManagers' classpath: {e} "
+                           "(--beam-jar none starts the cluster without it)") from e
+    return str(jar)
+
+
 def _cli_start(args: argparse.Namespace) -> int:
     cluster = start_cluster(
         args.rest_port,
@@ -760,6 +831,7 @@ def _cli_start(args: argparse.Namespace) -> int:
         restart_attempts=args.restart_attempts,
         restart_delay=args.restart_delay,
         startup_timeout_s=args.timeout,
+        beam_jar=_beam_jar(args),
     )
     if args.worker_pool_port:
         try:
@@ -776,6 +848,12 @@ def _cli_start(args: argparse.Namespace) -> int:
         f"logs {cluster.run_dir}/log)",
         file=sys.stderr,
     )
+    if cluster.taskmanager_classpath:
+        print(
+            f"Beam's classes on the TaskManagers: {cluster.taskmanager_classpath[0]}; submit with that jar "
+            f"and {' '.join(BEAM_JOB_OPTIONS)}",
+            file=sys.stderr,
+        )
     if cluster.worker_pool_pid > 0:
         print(
             f"Python SDK worker pool: localhost:{cluster.worker_pool_port} "
@@ -881,6 +959,11 @@ def main(argv: list[str] | None = None) -> int:
         "--taskmanager-memory",
         default=TASKMANAGER_MEMORY,
         help=f"the TaskManager's process size (default {TASKMANAGER_MEMORY}; docs/running.md sizes it)",
+    )
+    start.add_argument(
+        "--beam-jar",
+        help="the Beam job server jar the jobs are submitted with, on the TaskManagers' classpath "
+        "(default: the one make flink-jar gives; 'none': without, each job ships its own)",
     )
     start.add_argument(
         "--worker-pool-port",
