@@ -38,7 +38,7 @@ TASKMANAGERS ?= 1
 flink-jar: $(STAMP)  ## Beam's Flink job server jar: cached, released (Maven), or built from ../shared/vendor; prints its path
 	$(BIN)/python scripts/flink/fetch_job_server.py
 
-flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI; TASKMANAGERS=2 for two TaskManagers) + Python worker pool on localhost:50000
+flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI, the job server jar on the TaskManagers; TASKMANAGERS=2 for two TaskManagers) + Python worker pool on localhost:50000
 	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000 --taskmanagers $(TASKMANAGERS)
 
 flink-down:
@@ -52,9 +52,16 @@ reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a 
 PEERS_VENV ?= .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
 
-.PHONY: bench bench-peers peers-env
+.PHONY: bench bench-peers peers-env bench-10m
+# FLINK_10M=1: make bench also runs ten million candidates on a two-TaskManager session cluster beside
+# 1M with the same settings (bench-10m; ~15 minutes more, ~30 GB of disk at its peak).
+FLINK_10M ?=
 bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, micro, PySpark peer (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+	$(if $(FLINK_10M),$(MAKE) bench-10m)
+
+bench-10m: $(STAMP)  ## 1M and 10M candidates (copies of the 1M archive) on a two-TaskManager session cluster (bench.flink)
+	$(BIN)/python -m bench.flink --sizes 1000000,10000000 --configs flink-session-2tm --runs 1 --taskmanager-memory 6g --timeout 3600
 
 peers-env: $(PEERS_STAMP)
 
