@@ -45,8 +45,8 @@ def test_a_copy_rewrites_the_source_and_candidate_ids_and_nothing_else():
 
 def test_a_line_that_is_not_json_keeps_its_bytes_but_its_ids():
     cut = b'{"candidate_id":"c-9","source_id":"s:1","raw_response":"{\\"sp'
-    assert rewrite_line(cut + b"\n", b".r1") == (b'{"candidate_id":"c-9.r1","source_id":"s:1.r1","raw_response":"{\\"sp\n',
-                                                 b"s:1.r1")
+    expected = b'{"candidate_id":"c-9.r1","source_id":"s:1.r1","raw_response":"{\\"sp\n'
+    assert rewrite_line(cut + b"\n", b".r1") == (expected, b"s:1.r1")
     assert rewrite_line(b"[1, 2]\n", b".r1") == (b"[1, 2]\n", None)
 
 

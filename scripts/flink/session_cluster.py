@@ -29,7 +29,7 @@ a fixed 512 MB (256 MB sufficed until the job gained more output stages:
 memory, which Beam's portable batch jobs barely use
 (``taskmanager.memory.managed.fraction`` 0.2 instead of 0.4).
 
-Cost per job (docs/benchmarks.md, "Flink's cost per core"): the JobManager
+Cost per job (docs/benchmarks.md, "Flink beside the DirectRunner"): the JobManager
 and TaskManagers run with the C1 compiler only (JVM_OPTIONS), and, given
 the Beam job server jar (``beam_jar``; the CLI's ``start`` obtains it as
 ``make flink-jar`` does), every TaskManager has it on its classpath,
@@ -111,9 +111,9 @@ TASKMANAGER_MEMORY = "2560m"
 RESTART_DELAY = "10 s"
 # JVM options of the JobManager and the TaskManagers, beyond the memory flags Flink computes:
 # C1 only (no C2). The C2 compiler threads were the largest CPU item of each JVM in a Beam
-# batch job (at 1M candidates: TaskManager 5.6 CPU-s, JobManager 3.3 of their 13.7 and 7.3),
+# batch job (at 1M candidates: TaskManager 5.6 CPU-s, JobManager 2.2 of their 12.6 and 5.2),
 # while the code they compile (Flink's shuffle, Beam's gRPC data plane) runs a few seconds
-# in all: C1's code is good enough for that (docs/benchmarks.md, "Flink's cost per core").
+# in all: C1's code is good enough for that (docs/benchmarks.md, "Flink beside the DirectRunner").
 JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
 # Beam's runner classes on the TaskManagers' classpath (the job server jar given as
 # ``beam_jar``), resolved parent-first: Beam then keeps a job's Python workers from one stage
@@ -832,6 +832,7 @@ def _cli_start(args: argparse.Namespace) -> int:
         restart_delay=args.restart_delay,
         startup_timeout_s=args.timeout,
         beam_jar=_beam_jar(args),
+        settings={"taskmanager.memory.task.off-heap.size": args.task_off_heap} if args.task_off_heap else None,
     )
     if args.worker_pool_port:
         try:
@@ -959,6 +960,11 @@ def main(argv: list[str] | None = None) -> int:
         "--taskmanager-memory",
         default=TASKMANAGER_MEMORY,
         help=f"the TaskManager's process size (default {TASKMANAGER_MEMORY}; docs/running.md sizes it)",
+    )
+    start.add_argument(
+        "--task-off-heap",
+        help=f"the TaskManagers' task off-heap memory (default {TASK_OFF_HEAP}; 1g for 10M candidates at "
+        "two slots each: docs/running.md sizes it)",
     )
     start.add_argument(
         "--beam-jar",
