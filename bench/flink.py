@@ -84,7 +84,7 @@ class FlinkConfig:
     pool: bool = False
     extra: tuple[str, ...] = ()
     # Session clusters: TaskManagers, Python workers each asks the pool for, and which of the
-    # cost cuts of docs/benchmarks.md ("Flink's cost per core") are on: the JVMs with C1 only
+    # cost cuts of docs/benchmarks.md ("Flink beside the DirectRunner") are on: the JVMs with C1 only
     # (cluster and job server), Beam's classes shared by the TaskManagers with the job's
     # workers kept from stage to stage. The launch docs/running.md gives has both.
     taskmanagers: int = 1
