@@ -45,7 +45,7 @@ def setting(flink_jar, tmp_path_factory):
         pytest.fail(f"Flink runtime jars unavailable: {e}")
     work = tmp_path_factory.mktemp("cancel")
     archive = simulated_archive(work / "archive", CANDIDATES, SOURCES)
-    with session_cluster(rest_port=free_port()) as cluster, \
+    with session_cluster(rest_port=free_port(), beam_jar=flink_jar) as cluster, \
             worker_pool(free_port(), log_file=work / "worker-pool.log") as pool:
         yield archive, cluster, pool, flink_jar
 
