@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.archive import REPO, Archive, sized_archive
-from bench.procs import SAMPLE_SECONDS, _children_map, _rss_kb, job_failure
+from bench.procs import SAMPLE_SECONDS, children_map, _rss_kb, job_failure
 from bench.stats import check_same_evaluations, markdown_table, round_order, spread, summary
 
 PY = sys.executable
@@ -247,7 +247,7 @@ class _Sampler(threading.Thread):
         self.done = threading.Event()
         self._round = 0
         if threads:
-            self._sample_threads(_children_map(), first=True)
+            self._sample_threads(children_map(), first=True)
 
     def _sample_threads(self, children: dict[int, list[int]], first: bool = False) -> None:
         jvms = [(KINDS[1], pid) for pid in _tree(self.job_pid, children) if _is_java(pid)] if not first else []
@@ -261,7 +261,7 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(SAMPLE_SECONDS):
-            children = _children_map()
+            children = children_map()
             kb = dict.fromkeys(KINDS, 0)
             for pid in _tree(self.job_pid, children):
                 kind = KINDS[1] if _is_java(pid) else KINDS[0]
@@ -304,7 +304,7 @@ def measure(argv: list[str], roots: dict[str, list[int]], timeout_s: float | Non
     """Run argv; wall, CPU and peak RSS of its tree plus the given long-lived roots, in total and per kind."""
     import tempfile
 
-    children = _children_map()
+    children = children_map()
     before_by_kind = {kind: _tree_ticks(pids, children) for kind, pids in roots.items()}
     # Workers a previous job left (kept for --environment_cache_millis) are not this run's.
     earlier_workers = {pid for root in roots.get(KINDS[4], ()) for pid in _tree(root, children)}
@@ -330,7 +330,7 @@ def measure(argv: list[str], roots: dict[str, list[int]], timeout_s: float | Non
         sampler.done.set()
         sampler.join()
         if threads:
-            sampler._sample_threads(_children_map())
+            sampler._sample_threads(children_map())
         out.seek(0)
         tail = out.read()[-4000:].decode("utf-8", "replace")
     # wait4 counts the job and the descendants it reaped; a job server JVM that
@@ -340,7 +340,7 @@ def measure(argv: list[str], roots: dict[str, list[int]], timeout_s: float | Non
     for pid, ticks in sampler.job_ticks.items():
         cpu_by_kind[sampler.job_kind[pid]] += ticks / _CLK
     job_cpu = max(usage.ru_utime + usage.ru_stime, cpu_by_kind[KINDS[0]] + cpu_by_kind[KINDS[1]])
-    children = _children_map()
+    children = children_map()
     for kind, pids in roots.items():
         after = _tree_ticks(pids, children)
         cpu_by_kind[kind] = (sum(after.values()) - sum(before_by_kind[kind].values())) / _CLK
@@ -415,7 +415,7 @@ class Flink:
             self.pool_port = cluster_mod._free_port()
             self._stack.enter_context(pool.worker_pool(self.pool_port, log_file=self.work / "worker-pool.log"))
             # The pool process is the one listening; find it among our children.
-            self.pool_pid = next(pid for pid in _children_map().get(os.getpid(), [])
+            self.pool_pid = next(pid for pid in children_map().get(os.getpid(), [])
                                  if "worker_pool.py" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
 
     def ensure_cluster(self, config: FlinkConfig) -> None:

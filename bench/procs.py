@@ -48,7 +48,7 @@ class Measured:
     stderr: str
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     """ppid -> [pid] for every process visible in /proc (one cheap pass)."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -75,7 +75,7 @@ def _rss_kb(pid: int) -> int:
 
 def tree_rss_kb(root: int) -> tuple[int, int]:
     """(sum of RSS in KiB, number of processes) over ``root`` and its descendants."""
-    children = _children_map()
+    children = children_map()
     total, count, todo = 0, 0, [root]
     while todo:
         pid = todo.pop()

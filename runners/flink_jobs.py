@@ -119,7 +119,7 @@ def cancel_left_jobs(target: FlinkTarget, prog: str, folder: str) -> None:
         try:
             state = cancel_job(target.rest_url, jid)
         except (OSError, ValueError) as exc:
-            state = f"not confirmed ({exc})"
+            state = f"unknown: {exc}"
         if state == "CANCELED":
             print(f"{prog}: the Flink job {jid} ({target.job_name}) was still running after the command stopped: "
                   "cancelled, it writes nothing more", file=sys.stderr)
@@ -128,7 +128,7 @@ def cancel_left_jobs(target: FlinkTarget, prog: str, folder: str) -> None:
                   f"and ended {state} meanwhile; check {folder} with verify", file=sys.stderr)
         else:
             print(f"{prog}: the Flink job {jid} ({target.job_name}) still runs and may write into {folder}: "
-                  f"cancellation {state.lower() if state.isupper() else state}; cancel it with "
+                  f"its cancellation was not confirmed (state {state}); cancel it with "
                   f"curl -X PATCH '{target.rest_url}/jobs/{jid}?mode=cancel' before using the folder",
                   file=sys.stderr)
 

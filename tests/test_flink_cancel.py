@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.procs import children_map
 from flink_support import (
     ClusterError,
     flink_home,
@@ -51,14 +52,7 @@ def setting(flink_jar, tmp_path_factory):
 
 
 def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+    children = children_map()
     found, stack = [], [pid]
     while stack:
         for child in children.get(stack.pop(), []):

@@ -3,8 +3,6 @@ a TestPipeline on the fixture archive and assert_that on what it returns."""
 
 from __future__ import annotations
 
-import gzip
-
 import orjson
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -14,7 +12,10 @@ from domain.reprocess import OUTPUT_LABELS, RunConfig, process_source, process_s
 from domain.run_integrity import NON_ARTIFACT_OUTPUTS, artifact_output
 from fixture_archive import write_archive
 from pipelines import verify
+from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from pipelines.reprocess import JobSettings, ReprocessJob
+from transforms.compression import decompressed
+from transforms.raw_records import iter_lines, key_record
 
 
 def test_the_composite_writes_a_run_that_verifies(tmp_path):
@@ -38,18 +39,15 @@ def test_the_composite_writes_a_run_that_verifies(tmp_path):
 
 
 
-def _lines_by_source(pattern_paths) -> dict[str, list[bytes]]:
+def _lines_by_source(paths) -> dict[str, list[bytes]]:
+    """The files' records by source, keyed as the job's read step keys them (unkeyable ones left out)."""
     grouped: dict[str, list[bytes]] = {}
-    for path in pattern_paths:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        for line in data.splitlines():
-            if line.strip():
-                try:
-                    source = orjson.loads(line).get("source_id")
-                except (orjson.JSONDecodeError, AttributeError):
-                    continue
-                if isinstance(source, str):
-                    grouped.setdefault(source, []).append(line)
+    for path in paths:
+        with open(path, "rb") as raw, decompressed(raw, str(path)) as stream:
+            for line, _ in iter_lines(stream, DEFAULT_MAX_RECORD_BYTES):
+                keyed = key_record(line, "input", "source_id", DEFAULT_MAX_RECORD_BYTES) if line.strip() else None
+                if isinstance(keyed, tuple):
+                    grouped.setdefault(keyed[0], []).append(keyed[1])
     return grouped
 
 
