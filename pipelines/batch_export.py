@@ -46,8 +46,7 @@ from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.files import matching_files
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
-from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
+from transforms.read import KeyedInput, ReadKeyedInputs
 from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
@@ -178,8 +177,9 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         registries = None  # the run's own place for them holds none (an explicit --registries was checked)
     if registries:
         inputs.append(KeyedInput(registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes))
-    read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs))
-    shaped = read[KEYED] | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
+    # The read step's dead letters and counts ride through the per-source step (one output: Flink).
+    read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs), dead_letters_label="dead_letters")
+    shaped = read | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
 
     unique = (
         shaped[BLOCKS]
@@ -205,7 +205,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     )
     shaped_dead = shaped[BLOCKS] | "DeadLetterBlocks" >> beam.FlatMap(
         lambda labelled: [labelled[1]] if labelled[0] == "dead_letters" else [])
-    dead_letters = (read[DEAD], shaped_dead, unique.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead_letters = (shaped_dead, unique.dead) | "AllDeadLetters" >> beam.Flatten()
     (dead_letters | "LabelDeadLetters" >> beam.Map(lambda block: ("dead_letters", block))
      | "Write[dead_letters]" >> WriteOutputs(
          {"dead_letters": OutputSpec(join_path(args.output, "dead_letters"), "jsonl")}, args.output))
@@ -220,7 +220,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     }
     manifest_path = join_path(args.output, MANIFEST)
     (
-        (read[READ_COUNTS], shaped[COUNTS], unique.counts)
+        (shaped[COUNTS], unique.counts)
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(

@@ -52,8 +52,7 @@ from runners.warm_workers import runner_with_warm_workers
 from runners.workarounds import send_stage_inputs_whole
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
-from transforms.read import COUNTS as READ_COUNTS
-from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs, reading_progress
+from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.files import SUFFIX_FORMATS, format_of
 from domain.schemas import arrow_schema_path
 from transforms.write import OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
@@ -132,12 +131,6 @@ class JobSettings:
         }
 
 
-def labelled_outputs(read, processed):
-    """Every output's ``(label, block)`` elements: the per-source step's, and the read step's dead letters."""
-    read_dead = read[DEAD] | "LabelReadDeadLetters" >> beam.Map(lambda rows: ("dead_letters", rows))
-    return read_dead, processed[BLOCKS]
-
-
 def described_file(item: tuple) -> dict:
     label, path, facts = item
     return {"label": label, "path": path, "format": format_of(path), **facts}
@@ -158,11 +151,12 @@ class ReprocessJob(beam.PTransform):
 
     def expand(self, pbegin):
         s = self.settings
-        read = pbegin | "Read" >> ReadKeyedInputs(s.inputs())
-        processed = read[KEYED] | "PerSource" >> JoinAndApply(
+        # The read step's dead letters and counts ride through the per-source step (one output: Flink).
+        read = pbegin | "Read" >> ReadKeyedInputs(s.inputs(), dead_letters_label="dead_letters")
+        processed = read | "PerSource" >> JoinAndApply(
             functools.partial(process_source_groups, s.config), OUTPUT_LABELS,
             progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
-        written = labelled_outputs(read, processed) | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
+        written = processed[BLOCKS] | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
         files = (
             written
             | "Described" >> beam.Map(described_file)
@@ -171,8 +165,7 @@ class ReprocessJob(beam.PTransform):
             | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
         )
         return (
-            (read[READ_COUNTS], processed[COUNTS])
-            | "AllCounts" >> beam.Flatten()
+            processed[COUNTS]
             # Never empty: every input file read yields its counts (preflight refuses an empty match).
             | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
             | "WriteManifest" >> beam.Map(write_manifest, s.output, s.manifest_options(), s.runner,

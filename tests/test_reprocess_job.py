@@ -74,3 +74,20 @@ def test_process_source_groups_gives_rows_by_output_folder_in_the_domains_order(
             assert list(outputs[artifact_output(family)]) == [r for r in whole.artifacts if r["family"] == family]
         assert sum(len(rows) for label, rows in outputs.items() if label.startswith("artifacts/")) == len(whole.artifacts)
     assert len(families_seen) >= 2  # the split is exercised
+
+
+def test_the_read_step_has_one_output_and_the_join_is_its_only_consumer(tmp_path):
+    # Flink's batch translation ships a stage's whole output to every consumer: dead letters and
+    # counts as outputs of their own wrote the read stage's output three times (docs/benchmarks.md).
+    archive = write_archive(tmp_path / "archive")
+    settings = JobSettings(archive["transcripts"], archive["candidates"], str(tmp_path / "out"), "jsonl",
+                           config=RunConfig(max_attempts=3), runner="TestPipeline")
+    pipeline = TestPipeline()
+    _ = pipeline | "Reprocess" >> ReprocessJob(settings)
+    graph = pipeline.to_runner_api().components
+    read = next(t for t in graph.transforms.values() if t.unique_name.endswith("/ReadAndKey"))
+    assert len(read.outputs) == 1, dict(read.outputs)
+    (output,) = read.outputs.values()
+    consumers = [t.unique_name for t in graph.transforms.values()
+                 if output in t.inputs.values() and not t.subtransforms]
+    assert len(consumers) == 1 and consumers[0].startswith("Reprocess/PerSource/Join"), consumers

@@ -13,7 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from output_reader import read_rows
-from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts, rider
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.raw_records import OVERSIZE_PAYLOAD_HEAD, Blocks, decode_block, encode_block, key_record
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
@@ -115,6 +115,39 @@ def test_join_and_apply_calls_fn_once_per_key_with_every_input():
         assert_that(out[BLOCKS], equal_to([("rows", [{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]}]),
                                            ("rows", [{"key": "k2", "a": [b"3"], "b": []}])]), label="rows")
         assert_that(out[COUNTS] | beam.CombineGlobally(SumCounts()), equal_to([{"keys": 2}]), label="counts")
+
+
+def test_read_for_a_join_sends_dead_letters_and_counts_through_it_as_riders(tmp_path):
+    # One collection out of the read step; the join hands its dead letters and counts on untouched,
+    # and a record whose key is the riders' marker is still an ordinary record.
+    (tmp_path / "a.jsonl").write_bytes(b'{"k": "s1"}\nnot json\n{"k": "rider"}\n\n')
+    (tmp_path / "b.jsonl").write_bytes(b'{"k": "s1"}\n{"v": 1}\n')
+    calls = []
+
+    def fn(key, groups):
+        calls.append(key)
+        return {"rows": [{"key": key, "n": len(groups["candidates"])}]}, {"sources": 1}
+
+    with TestPipeline(options=OPTIONS) as p:
+        read = p | ReadKeyedInputs((KeyedInput(str(tmp_path / "*"), "candidates", "k", 100),),
+                                   dead_letters_label="dead")
+        out = read | JoinAndApply(fn, ("rows", "dead"))
+        rows = out[BLOCKS] | beam.FlatMap(lambda block: [(block[0], r.get("key"), r.get("n"),
+                                                          r.get("reason", "").split(" (")[0] or None)
+                                                         for r in block[1]])
+        assert_that(rows, equal_to([("rows", "s1", 2, None), ("rows", "rider", 1, None),
+                                    ("dead", None, None, "record is not valid JSON"),
+                                    ("dead", None, None, "record is missing a string 'k'")]), label="rows")
+        totals = out[COUNTS] | beam.CombineGlobally(SumCounts())
+        assert_that(totals, equal_to([{"blank_lines/candidates": 1, "candidates_in": 5,
+                                       "dead_letters/candidates": 2, "sources": 2}]), label="counts")
+
+
+def test_a_rider_with_an_undeclared_label_is_refused():
+    with pytest.raises(Exception, match="not one of"):
+        with TestPipeline(options=OPTIONS) as p:
+            _ = p | beam.Create([rider(("f", 1), BLOCKS, ("other", [{"x": 1}]))]) | JoinAndApply(
+                lambda key, groups: ({}, {}), ("rows",))
 
 
 def test_join_and_apply_refuses_an_undeclared_output():

@@ -30,11 +30,24 @@ from transforms.raw_records import decode_block
 
 COUNTS = "counts"
 BLOCKS = "blocks"
+# The first part of a rider's key: a tuple key is never a record's key (``key_record`` gives strings).
+RIDER = "rider"
 
 # fn(key, {input name: [record bytes]}) -> ({output label: [rows]}, {counter: n})
 PerKeyFn = Callable[[str, Mapping[str, list]], tuple[Mapping[str, Sequence[dict]], Mapping[str, int]]]
 # One input block -> its records.
 DecodeFn = Callable[[object], list]
+
+
+def rider(origin: tuple, tag: str, payload) -> tuple:
+    """An element that rides the join to ``JoinAndApply``'s outputs without meeting a record: ``payload``
+    leaves as a ``blocks`` element (``(label, rows)``) or a ``counts`` one, as ``tag`` says. Its key
+    (``origin``: unique per rider, e.g. its file and a number) groups it with nothing else.
+
+    Why: the step before the join then has one output. Flink's batch translation ships a stage's
+    whole output to each consumer, so dead letters and counts as outputs of their own cost the
+    read stage's output written three times (transforms/read.py)."""
+    return (RIDER, *origin), (tag, payload)
 
 
 class _ApplyPerKey(beam.DoFn):
@@ -57,6 +70,13 @@ class _ApplyPerKey(beam.DoFn):
 
     def process(self, element):
         key, named_blocks = element
+        if type(key) is tuple:  # riders (``rider``): their payloads leave as they came
+            for tag, payload in named_blocks:
+                if tag == COUNTS:
+                    yield beam.pvalue.TaggedOutput(COUNTS, payload)
+                else:
+                    yield self._checked(key, *payload)
+            return
         decode = self.decode
         records: dict[str, list] = {}
         for name, block in named_blocks:
@@ -66,19 +86,23 @@ class _ApplyPerKey(beam.DoFn):
         if self.tracker is not None:
             self.tracker.add(sizes_of(records))
         for label, rows in outputs.items():
-            if label not in self.labels:  # a label no writer knows would lose its rows
-                raise ValueError(f"{key!r}: output {label!r} is not one of {sorted(self.labels)}")
             if rows:
-                yield label, rows
+                yield self._checked(key, label, rows)
         for name, value in counts.items():
             Metrics.counter("job", name).inc(value)
         yield beam.pvalue.TaggedOutput(COUNTS, dict(counts))
+
+    def _checked(self, key, label: str, rows) -> tuple:
+        if label not in self.labels:  # a label no writer knows would lose its rows
+            raise ValueError(f"{key!r}: output {label!r} is not one of {sorted(self.labels)}")
+        return label, rows
 
 
 @dataclass
 class JoinAndApply(beam.PTransform):
     """``PCollection[(key, (input name, block))]`` -> GroupByKey -> ``fn`` once per key, with
-    ``{input name: [record]}`` (an input with no record for the key is absent).
+    ``{input name: [record]}`` (an input with no record for the key is absent). Riders
+    (``rider``) pass through to the outputs without a call.
 
     Returns ``blocks``: ``(label, rows)``, one key's non-empty block of rows per
     label it has rows for (``labels``: every label ``fn`` may use), plus

@@ -12,7 +12,10 @@ each file through it and the transform that wires the step.
 Records leave in blocks, not one element each: ``keyed`` carries
 ``(key, (input name, block))`` where a block packs the records of one key met in one file
 (``encode_block``/``decode_block``), and ``dead`` carries lists of dead-letter
-rows. Beam pays a fixed cost per element (and per shuffled element), so a
+rows. Read for a ``JoinAndApply`` (``dead_letters_label``), the step has one output
+instead: the dead letters and counts ride with the keyed blocks to the join
+(``transforms.process.rider``), because Flink's batch translation writes a
+stage's whole output once per consumer (three times for three outputs). Beam pays a fixed cost per element (and per shuffled element), so a
 block per (file, key) instead of a line per element is most of the job's
 speed; packed blocks are compressed, which cuts what the shuffle holds and
 moves about fourfold (docs/benchmarks.md). A file's pending blocks are
@@ -37,6 +40,7 @@ from domain.rows import dead_letter_row
 from runners.collector import tune_collector
 from transforms.compression import decompressed
 from transforms.files import absolute_pattern
+from transforms.process import BLOCKS, rider
 from transforms.progress import ProgressSpec
 from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, iter_lines, key_record,
                                     project)
@@ -86,9 +90,23 @@ def _match_input(named_pattern: tuple[str, str]):
 class _ReadAndKey(beam.DoFn):
     """(input name, file metadata) -> (key, (input name, block)) pairs, dead-letter row blocks and counts."""
 
-    def __init__(self, inputs: dict[str, KeyedInput]) -> None:
+    def __init__(self, inputs: dict[str, KeyedInput], dead_letters_label: str | None = None) -> None:
         self.inputs = inputs
+        self.dead_letters_label = dead_letters_label
         self.trackers: dict = {}
+
+    def _keyed(self, element):
+        return element if self.dead_letters_label is not None else beam.pvalue.TaggedOutput(KEYED, element)
+
+    def _dead(self, path: str, seq: int, rows: list[dict]):
+        if self.dead_letters_label is None:
+            return beam.pvalue.TaggedOutput(DEAD, rows)
+        return rider((DEAD, path, seq), BLOCKS, (self.dead_letters_label, rows))
+
+    def _counts(self, path: str, seq: int, counts: dict):
+        if self.dead_letters_label is None:
+            return beam.pvalue.TaggedOutput(COUNTS, counts)
+        return rider((COUNTS, path, seq), COUNTS, counts)
 
     def setup(self) -> None:
         tune_collector()
@@ -105,7 +123,7 @@ class _ReadAndKey(beam.DoFn):
         spec = self.inputs[name]
         readable = fileio.ReadableFile(metadata)
         path = metadata.path
-        records = blank = dead_count = 0
+        records = blank = dead_count = riders = 0
         dead: list[dict] = []
         blocks = Blocks(BLOCK_BYTES)
         tracker = self.trackers.get(name)
@@ -131,10 +149,11 @@ class _ReadAndKey(beam.DoFn):
                         dead.append(keyed)
                     elif blocks.add(*keyed):
                         for key, block in blocks.flush():
-                            yield beam.pvalue.TaggedOutput(KEYED, (key, (name, block)))
+                            yield self._keyed((key, (name, block)))
                 if len(dead) >= DEAD_BLOCK_ROWS:
                     dead_count += len(dead)
-                    yield beam.pvalue.TaggedOutput(DEAD, dead)
+                    riders += 1
+                    yield self._dead(path, riders, dead)
                     dead = []
         except Exception as exc:  # unreadable file or corrupt compression: the rest of it is one dead letter
             records += 1
@@ -147,10 +166,11 @@ class _ReadAndKey(beam.DoFn):
             unreadable = False
         # Records keyed before a failure are still delivered: each was counted in.
         for key, block in blocks.flush():
-            yield beam.pvalue.TaggedOutput(KEYED, (key, (name, block)))
+            yield self._keyed((key, (name, block)))
         if dead:
             dead_count += len(dead)
-            yield beam.pvalue.TaggedOutput(DEAD, dead)
+            riders += 1
+            yield self._dead(path, riders, dead)
         self.records[name].inc(records)
         self.bad_records[name].inc(dead_count)
         if tracker is not None:
@@ -163,7 +183,7 @@ class _ReadAndKey(beam.DoFn):
         if unreadable:
             # How many records the damaged part held is unknown: the manifest must not claim conservation.
             counts[counters.unreadable_file(name, path)] = 1
-        yield beam.pvalue.TaggedOutput(COUNTS, counts)
+        yield self._counts(path, riders + 1, counts)
 
 
 def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
@@ -206,14 +226,21 @@ def _parquet_lines(spec: KeyedInput, readable: fileio.ReadableFile):
 @dataclass
 class ReadKeyedInputs(beam.PTransform):
     """Every file of every input, read in one step -> tagged outputs ``keyed``
-    ``(key, (input name, block))``, ``dead`` row blocks and ``counts``.
+    ``(key, (input name, block))``, ``dead`` row blocks and ``counts``; or, with
+    ``dead_letters_label``, one collection for a ``JoinAndApply``: the keyed blocks,
+    and the dead-letter blocks and counts as riders that leave the join as its
+    ``(dead_letters_label, rows)`` blocks and its counts.
 
     One step for all inputs, so they reach the per-key join as one collection:
     a join of several collections needs a Flatten, which the FnApiRunner
     materializes (every record written and read once more) before grouping.
+    One output, for the same reason on Flink: its batch translation ships a
+    multi-output stage's whole output to every consumer (at 1M candidates the
+    read stage wrote 432 MB for 144 MB of keyed blocks, docs/benchmarks.md).
     """
 
     inputs: tuple[KeyedInput, ...]
+    dead_letters_label: str | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -223,13 +250,15 @@ class ReadKeyedInputs(beam.PTransform):
 
     def expand(self, pbegin):
         patterns = [(spec.input_name, absolute_pattern(spec.pattern)) for spec in self.inputs]
-        return (
+        files = (
             pbegin
             | "Patterns" >> beam.Create(patterns, reshuffle=False)  # "Spread" below does that
             | "Match" >> beam.FlatMap(_match_input)
             # Matching is one element's work per input; without this break the runner fuses
             # every file's read into those bundles, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()
-            | "ReadAndKey" >> beam.ParDo(_ReadAndKey({spec.input_name: spec for spec in self.inputs}))
-            .with_outputs(KEYED, DEAD, COUNTS)
         )
+        read = beam.ParDo(_ReadAndKey({spec.input_name: spec for spec in self.inputs}, self.dead_letters_label))
+        if self.dead_letters_label is not None:
+            return files | "ReadAndKey" >> read
+        return files | "ReadAndKey" >> read.with_outputs(KEYED, DEAD, COUNTS)
