@@ -44,9 +44,10 @@ flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop
 
-reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a Flink TaskManager killed mid-run
+reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a Flink TaskManager killed mid-run; workers started by Beam's boot program with --setup_file (Go builds it once)
 	$(BIN)/python scripts/flink/prepare.py
-	NOTARIUS_RELIABILITY=1 $(BIN)/python -m pytest -q tests/test_flink.py -k killed_mid_stage
+	$(BIN)/python scripts/flink/boot_env.py
+	NOTARIUS_RELIABILITY=1 $(BIN)/python -m pytest -q -m reliability tests/test_flink.py tests/test_flink_boot.py
 
 # The PySpark peer's own environment (bench/requirements-peers.txt; Java 17 needed), installed on demand.
 PEERS_VENV ?= .venv-peers

@@ -55,6 +55,7 @@ def shared_path(*parts: str) -> Path:
     found = _fetch.find_beside_repository(relative)
     return found if found is not None else Path(__file__).resolve().parents[2] / relative
 _pool = _load("worker_pool")
+_boot = _load("boot_env")
 
 # Re-exports for tests.
 session_cluster = _cluster.session_cluster
@@ -63,6 +64,8 @@ ClusterError = _cluster.ClusterError
 flink_home = _cluster.flink_home
 worker_pool = _pool.worker_pool
 FetchError = _fetch.FetchError
+prepare_boot_env = _boot.prepare  # Beam's boot program and a Python with Beam for PROCESS workers
+BootEnvError = _boot.BootEnvError
 
 
 def flink_version() -> str:
@@ -101,6 +104,7 @@ def flink_pipeline_args(
     parallelism: int = 2,
     worker_pool: str | None = None,
     workers_per_taskmanager: int | None = None,
+    process_environment: str | None = None,
 ) -> list[str]:
     """Pipeline options for FlinkRunner.
 
@@ -110,7 +114,10 @@ def flink_pipeline_args(
     EXTERNAL, ``workers_per_taskmanager`` Python worker processes per
     TaskManager (``--sdk_worker_parallelism``; default ``parallelism``, one per
     slot of a TaskManager that runs every subtask; with the subtasks spread over
-    N TaskManagers, parallelism / N suffices).
+    N TaskManagers, parallelism / N suffices). With ``process_environment``
+    (an ``--environment_config`` JSON of a command and its env, e.g.
+    scripts/flink/boot_env.py's): PROCESS, each TaskManager starts its
+    workers by running that command.
     """
     args = [
         "--runner=FlinkRunner",
@@ -123,6 +130,9 @@ def flink_pipeline_args(
         # What docs/running.md's launch adds for a session cluster started with the job server jar
         # on its TaskManagers (session_cluster(beam_jar=...)): workers kept from stage to stage.
         args += _cluster.BEAM_JOB_OPTIONS
+    if process_environment is not None:
+        return [*args, "--environment_type=PROCESS", f"--environment_config={process_environment}",
+                f"--sdk_worker_parallelism={workers_per_taskmanager or parallelism}"]
     if worker_pool is None:
         return [*args, "--environment_type=LOOPBACK"]
     return [
@@ -131,6 +141,26 @@ def flink_pipeline_args(
         f"--environment_config={worker_pool}",
         f"--sdk_worker_parallelism={workers_per_taskmanager or parallelism}",
     ]
+
+
+# ------------------------------------------------------------ comparing runs --
+
+
+def assert_same_as_direct(reference: tuple[dict, dict], result: tuple[dict, dict], runner: str) -> None:
+    """``result`` (manifest, outputs) has the DirectRunner's ``reference`` rows, row for row (canonically
+    sorted), the same conservation and outcomes, and says it ran on ``runner``."""
+    from output_reader import canonical
+
+    (ref_manifest, ref_outputs), (manifest, outputs) = reference, result
+    assert outputs.keys() == ref_outputs.keys()
+    for name in ref_outputs:
+        assert canonical(outputs[name]) == canonical(ref_outputs[name]), name
+    assert sum(len(rows) for rows in outputs.values()) > 0
+    assert manifest["runner"] == runner
+    for block in ("conservation", "transcript_conservation", "prior_registry_conservation"):
+        assert manifest[block]["holds"], (block, manifest[block])
+        assert manifest[block] == ref_manifest[block], block
+    assert manifest["outcomes"] == ref_manifest["outcomes"]
 
 
 # ------------------------------------------------------------ Flink's REST API --

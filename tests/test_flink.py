@@ -39,6 +39,7 @@ import pytest
 from fixture_archive import run_job, write_archive
 from flink_support import (
     ClusterError,
+    assert_same_as_direct,
     exception_history,
     flink_home,
     flink_pipeline_args,
@@ -92,19 +93,6 @@ def cluster(jar, tmp_path_factory):
     _flink_runtime()
     with session_cluster(rest_port=free_port(), taskmanagers=2, beam_jar=jar) as running:
         yield running
-
-
-def assert_same_as_direct(reference, result, runner: str) -> None:
-    (ref_manifest, ref_outputs), (manifest, outputs) = reference, result
-    assert outputs.keys() == ref_outputs.keys()
-    for name in ref_outputs:
-        assert canonical(outputs[name]) == canonical(ref_outputs[name]), name
-    assert sum(len(rows) for rows in outputs.values()) > 0
-    assert manifest["runner"] == runner
-    for block in ("conservation", "transcript_conservation", "prior_registry_conservation"):
-        assert manifest[block]["holds"], (block, manifest[block])
-        assert manifest[block] == ref_manifest[block], block
-    assert manifest["outcomes"] == ref_manifest["outcomes"]
 
 
 @pytest.mark.timeout(TIMEOUT_S)
