@@ -38,8 +38,8 @@ TASKMANAGERS ?= 1
 flink-jar: $(STAMP)  ## Beam's Flink job server jar: cached, released (Maven), or built from ../shared/vendor; prints its path
 	$(BIN)/python scripts/flink/fetch_job_server.py
 
-flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI, the job server jar on the TaskManagers; TASKMANAGERS=2 for two TaskManagers) + Python worker pool on localhost:50000
-	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000 --taskmanagers $(TASKMANAGERS)
+flink-up: $(STAMP)  ## standalone Flink session cluster on localhost:8081 (jars from PyPI, the job server jar on the TaskManagers; TASKMANAGERS=2 for two TaskManagers) + Python worker pool on localhost:50000 + Beam job server on localhost:8099
+	$(BIN)/python scripts/flink/session_cluster.py start --worker-pool-port 50000 --job-server-port 8099 --taskmanagers $(TASKMANAGERS)
 
 flink-down:
 	$(BIN)/python scripts/flink/session_cluster.py stop

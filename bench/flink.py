@@ -93,10 +93,12 @@ class FlinkConfig:
     shared_beam: bool = True
     parallelism: int = 2
     settings: tuple[tuple[str, str], ...] = ()  # more config.yaml entries of its cluster
+    # A job server kept beside the cluster (--job_endpoint) instead of one started by each job.
+    job_server: bool = False
 
     @property
     def cluster_variant(self) -> tuple:
-        return (self.taskmanagers, self.c1_jvms, self.shared_beam, self.settings)
+        return (self.taskmanagers, self.c1_jvms, self.shared_beam, self.settings, self.job_server)
 
 
 CONFIGS = {c.key: c for c in (
@@ -106,6 +108,8 @@ CONFIGS = {c.key: c for c in (
     FlinkConfig("flink-local", "Flink `[local]` p=2, LOOPBACK", "local"),
     FlinkConfig("flink-local-ext", "Flink `[local]` p=2, worker pool (EXTERNAL)", "local", pool=True),
     FlinkConfig("flink-session", "Flink session cluster p=2, worker pool (EXTERNAL)", "session", pool=True),
+    FlinkConfig("flink-session-js", "Flink session cluster p=2, worker pool, job server kept beside it",
+                "session", pool=True, job_server=True),
     # The 10M run's. Parallelism 4 (two subtasks per TaskManager): Beam's Flink runner holds a subtask's
     # whole output of a stage in the TaskManager's heap until the stage's one bundle ends, and waits for
     # ever beyond 100 data-plane messages (~1 GB); the read step's output is ~0.29 GB per million
@@ -388,7 +392,9 @@ class Flink:
                 f"--flink_job_server_jar={self.jar}", f"--parallelism={config.parallelism}"]
         if config.kind == "session":
             cluster_mod = _load_flink_script("session_cluster")
-            args += [*(cluster_mod.JOB_SERVER_JVM_OPTIONS if config.c1_jvms else ()),
+            if config.job_server:
+                args.append(f"--job_endpoint={self.cluster.job_endpoint}")
+            args += [*(cluster_mod.JOB_SERVER_JVM_OPTIONS if config.c1_jvms and not config.job_server else ()),
                      *(cluster_mod.ENVIRONMENT_CACHE_OPTIONS if config.shared_beam else ())]
         if config.pool:
             return [*args, "--environment_type=EXTERNAL", f"--environment_config=localhost:{self.pool_port}",
@@ -398,6 +404,8 @@ class Flink:
     def roots(self, config: FlinkConfig) -> dict[str, list[int]]:
         roots = {}
         if config.kind == "session":
+            if config.job_server:
+                roots[KINDS[1]] = [self.cluster.job_server_pid]
             roots[KINDS[2]] = [self.cluster.jobmanager_pid]
             roots[KINDS[3]] = list(self.cluster.taskmanager_pids)
         if config.pool:
@@ -428,7 +436,8 @@ class Flink:
         self.cluster = self._cluster_stack.enter_context(cluster_mod.session_cluster(
             rest_port=cluster_mod._free_port(), flink_version=self.version, taskmanagers=config.taskmanagers,
             jvm_options=cluster_mod.JVM_OPTIONS if config.c1_jvms else (),
-            beam_jar=self.jar if config.shared_beam else None, settings=dict(config.settings),
+            beam_jar=self.jar if config.shared_beam or config.job_server else None,
+            job_server=config.job_server, settings=dict(config.settings),
             **({"taskmanager_memory": self.taskmanager_memory} if self.taskmanager_memory else {})))
         self.cluster_variant = config.cluster_variant
         self.cluster_starts.append((config.key, time.perf_counter() - started))

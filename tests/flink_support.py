@@ -105,6 +105,7 @@ def flink_pipeline_args(
     worker_pool: str | None = None,
     workers_per_taskmanager: int | None = None,
     process_environment: str | None = None,
+    job_endpoint: str | None = None,
 ) -> list[str]:
     """Pipeline options for FlinkRunner.
 
@@ -117,7 +118,9 @@ def flink_pipeline_args(
     N TaskManagers, parallelism / N suffices). With ``process_environment``
     (an ``--environment_config`` JSON of a command and its env, e.g.
     scripts/flink/boot_env.py's): PROCESS, each TaskManager starts its
-    workers by running that command.
+    workers by running that command. With ``job_endpoint`` (a job server kept
+    beside the cluster, ``session_cluster(job_server=True)``): submitted there
+    instead of through a job server of its own.
     """
     args = [
         "--runner=FlinkRunner",
@@ -129,7 +132,9 @@ def flink_pipeline_args(
     if flink_master != "[local]":
         # What docs/running.md's launch adds for a session cluster started with the job server jar
         # on its TaskManagers (session_cluster(beam_jar=...)): workers kept from stage to stage.
-        args += _cluster.BEAM_JOB_OPTIONS
+        args += (_cluster.ENVIRONMENT_CACHE_OPTIONS if job_endpoint else _cluster.BEAM_JOB_OPTIONS)
+    if job_endpoint is not None:
+        args.append(f"--job_endpoint={job_endpoint}")
     if process_environment is not None:
         return [*args, "--environment_type=PROCESS", f"--environment_config={process_environment}",
                 f"--sdk_worker_parallelism={workers_per_taskmanager or parallelism}"]

@@ -8,8 +8,9 @@ canonical sorting) with the DirectRunner on the same archive:
 - a standalone session cluster with two TaskManagers (a JobManager and two
   TaskManagers as separate JVMs on loopback, each TaskManager with its own
   slots; started and stopped by this module), Python workers as separate
-  processes from a worker pool (EXTERNAL): the launch docs/running.md gives
-  for real runs. Flink's REST API must show every task's subtasks on both
+  processes from a worker pool (EXTERNAL), the job submitted through a Beam
+  job server kept beside the cluster: the launch docs/running.md gives for
+  real runs. Flink's REST API must show every task's subtasks on both
   TaskManagers, and the folder must verify.
 
 And one run that loses a TaskManager (SIGKILL, mid-stage) on a cluster with a
@@ -88,10 +89,10 @@ def _flink_runtime() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(jar, tmp_path_factory):
-    """Two TaskManagers, two slots each, Beam's classes on their classpath (the launch docs/running.md
-    gives); no restart strategy (a failing job fails the test at once)."""
+    """Two TaskManagers, two slots each, Beam's classes on their classpath and a job server kept beside
+    them (the launch docs/running.md gives); no restart strategy (a failing job fails the test at once)."""
     _flink_runtime()
-    with session_cluster(rest_port=free_port(), taskmanagers=2, beam_jar=jar) as running:
+    with session_cluster(rest_port=free_port(), taskmanagers=2, beam_jar=jar, job_server=True) as running:
         yield running
 
 
@@ -109,7 +110,7 @@ def test_fixture_archive_on_two_taskmanagers_with_worker_processes(jar, archive,
     with worker_pool(free_port(), log_file=pool_log) as pool:
         result = run_job(archive, out, "--output-format", "jsonl",
                          *flink_pipeline_args(jar, cluster.flink_master, parallelism=2, worker_pool=pool,
-                                              workers_per_taskmanager=1))
+                                              workers_per_taskmanager=1, job_endpoint=cluster.job_endpoint))
     assert_same_as_direct(reference, result, "FlinkRunner")
     verdict = verify_folder(str(out))
     assert verdict.ok, verdict.problems
@@ -199,8 +200,8 @@ def _eventually(check, timeout_s: float = 20.0) -> bool:
 def test_session_cluster_stops_every_process(cluster):
     """Last in the module: stop() leaves no JVM running (the fixture's own stop is then a no-op)."""
     assert cluster.overview()["taskmanagers"] == 2
-    pids = (cluster.jobmanager_pid, *cluster.taskmanager_pids)
-    assert len(set(pids)) == 3
+    pids = (cluster.jobmanager_pid, *cluster.taskmanager_pids, cluster.job_server_pid)
+    assert len(set(pids)) == 4 and min(pids) > 0
     cluster.stop()
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"pid {pid} still running"

@@ -3,7 +3,8 @@
 Beam's job server only watches a job it has submitted to a cluster. Before runners/flink_jobs.py, a
 job server killed mid-run ended the command while the Flink job ran on: it could commit a run into the
 folder after the command had cleaned it up and released its lock (docs/running.md). Here the job
-server is SIGKILLed, or the command gets Ctrl-C, while the Flink job runs: the command ends non-zero,
+server (the command's own, or the one kept beside the cluster) is SIGKILLed, or the command gets
+Ctrl-C, while the Flink job runs: the command ends non-zero,
 says it cancelled the job, Flink reports the job CANCELED, and nothing is committed, then or later.
 """
 
@@ -46,7 +47,7 @@ def setting(flink_jar, tmp_path_factory):
         pytest.fail(f"Flink runtime jars unavailable: {e}")
     work = tmp_path_factory.mktemp("cancel")
     archive = simulated_archive(work / "archive", CANDIDATES, SOURCES)
-    with session_cluster(rest_port=free_port(), beam_jar=flink_jar) as cluster, \
+    with session_cluster(rest_port=free_port(), beam_jar=flink_jar, job_server=True) as cluster, \
             worker_pool(free_port(), log_file=work / "worker-pool.log") as pool:
         yield archive, cluster, pool, flink_jar
 
@@ -84,14 +85,18 @@ def _running_job(cluster, proc: subprocess.Popen, earlier: set[str], timeout_s: 
     raise AssertionError("the Flink job never ran")
 
 
-def _run_and_stop(setting, tmp_path, stop) -> tuple[int, str, dict, Path]:
+def _run_and_stop(setting, tmp_path, stop, kept_job_server: bool = False) -> tuple[int, str, dict, Path]:
+    """Submit through a job server of the command's own, or the one kept beside the cluster (the launch
+    docs/running.md gives), and ``stop`` the command once its Flink job runs."""
     archive, cluster, pool, jar = setting
     out = tmp_path / "out"
     earlier = {job["jid"] for job in rest(cluster, "/jobs/overview")["jobs"]}
     log_path = tmp_path / "job.log"
+    endpoint = cluster.job_endpoint if kept_job_server else None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(job_command(archive, out, *flink_pipeline_args(jar, cluster.flink_master,
-                                                                                worker_pool=pool)),
+                                                                                worker_pool=pool,
+                                                                                job_endpoint=endpoint)),
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             job = _running_job(cluster, proc, earlier)
@@ -128,7 +133,23 @@ def test_ctrl_c_leaves_no_flink_job_running(setting, tmp_path):
     def ctrl_c(proc):
         os.killpg(proc.pid, signal.SIGINT)  # the terminal sends it to the whole foreground group
 
-    returncode, output, job, out = _run_and_stop(setting, tmp_path, ctrl_c)
+    returncode, output, job, out = _run_and_stop(setting, tmp_path, ctrl_c, kept_job_server=True)
     assert returncode == 130, output[-3000:]
     assert "interrupted: nothing committed" in output, output[-3000:]
     _assert_cancelled_and_nothing_committed(setting[1], job, output, out)
+
+
+@pytest.mark.timeout(TIMEOUT_S)
+def test_a_killed_kept_job_server_leaves_no_flink_job_running(setting, tmp_path):
+    """Last in the module: the job server kept beside the cluster dies under a job submitted to it."""
+    cluster = setting[1]
+
+    def kill_kept_job_server(proc):
+        assert not any(b"job-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                       for pid in _descendants(proc.pid) if Path(f"/proc/{pid}").exists()), \
+            "the command started a job server of its own"
+        os.kill(cluster.job_server_pid, signal.SIGKILL)
+
+    returncode, output, job, out = _run_and_stop(setting, tmp_path, kill_kept_job_server, kept_job_server=True)
+    assert returncode not in (0, 130, 143), output[-3000:]
+    _assert_cancelled_and_nothing_committed(cluster, job, output, out)

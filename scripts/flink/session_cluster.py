@@ -49,7 +49,8 @@ CLI (with the project venv's python, which has pip and apache-beam):
 ``start --worker-pool-port P`` also starts a Python SDK worker pool on
 localhost:P (scripts/flink/worker_pool.py), for
 ``--environment_type=EXTERNAL --environment_config=localhost:P``; ``stop``
-stops it with the cluster. ``--restart-attempts N`` (N > 0) gives the cluster
+stops it with the cluster. ``start --job-server-port J`` also keeps Beam's
+job server on localhost:J (``start_job_server``), for ``--job_endpoint=localhost:J``. ``--restart-attempts N`` (N > 0) gives the cluster
 Flink's fixed-delay restart strategy (N attempts, ``--restart-delay`` apart)
 instead of none: a job that loses a TaskManager restarts on the slots left
 (docs/running.md, "Restart strategy").
@@ -331,6 +332,10 @@ class SessionCluster:
     # Jars on every TaskManager's classpath after Flink's own (the Beam job server jar: Beam's runner
     # classes loaded once per TaskManager, not per job).
     taskmanager_classpath: list[str] = field(default_factory=list)
+    # A Beam job server kept beside the cluster (start_job_server), for --job_endpoint; -1: none.
+    job_server_pid: int = -1
+    job_server_port: int = -1
+    job_server_jar: str = ""
 
     def __post_init__(self) -> None:
         if not self.taskmanager_pids and self.taskmanager_pid > 0:  # a state file of one TaskManager
@@ -352,6 +357,13 @@ class SessionCluster:
         """Value for Beam's ``--flink_master``."""
         return f"localhost:{self.rest_port}"
 
+    @property
+    def job_endpoint(self) -> str:
+        """Value for Beam's ``--job_endpoint`` (the job server kept beside the cluster)."""
+        if self.job_server_port <= 0:
+            raise ClusterError("this cluster has no job server of its own (start_job_server)")
+        return f"localhost:{self.job_server_port}"
+
     def overview(self) -> dict[str, Any]:
         return _get_json(f"{self.rest_url}/overview")
 
@@ -367,7 +379,9 @@ class SessionCluster:
         return list(_get_json(f"{self.rest_url}/taskmanagers").get("taskmanagers", []))
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Stop the worker pool, TaskManagers, JobManager; SIGKILL whatever ignores SIGTERM."""
+        """Stop the job server, worker pool, TaskManagers, JobManager; SIGKILL whatever ignores SIGTERM."""
+        if self.job_server_pid > 0:
+            _terminate(self.job_server_pid, Path(self.job_server_jar).name, timeout_s)
         if self.worker_pool_pid > 0:
             _terminate(self.worker_pool_pid, "worker_pool.py", timeout_s)
         for pid in self.taskmanager_pids or [self.taskmanager_pid]:
@@ -712,6 +726,39 @@ def add_taskmanager(cluster: SessionCluster, startup_timeout_s: float = 120.0) -
     return tm.pid
 
 
+def start_job_server(cluster: SessionCluster, jar: str, port: int = 0, timeout_s: float = 60.0) -> None:
+    """A Beam job server for this cluster, kept running beside it; jobs then submit with
+    ``--job_endpoint=cluster.job_endpoint`` (and still ``--flink_master``, which the command uses to
+    cancel a job it leaves behind).
+
+    Why: Beam's FlinkRunner otherwise starts a job server JVM for every job, 2.8 CPU-s of a job at 1M
+    candidates (start, class loading, JIT); a warm one translates and submits for ~0.5
+    (docs/benchmarks.md, "Flink beside the DirectRunner"). C1 only, as the cluster's JVMs; no
+    expansion service (this job uses no cross-language transform); each job's staged artifacts
+    under the cluster's run dir, removed when the job ends."""
+    if not Path(jar).is_file():
+        raise ClusterError(f"the Beam job server jar {jar} does not exist")
+    port = port or _free_port()
+    if _port_in_use(port):
+        raise ClusterError(f"port {port} on localhost is already in use (another job server?)")
+    run_dir = Path(cluster.run_dir)
+    cmd = [_java(), *cluster.jvm_options, "-jar", str(Path(jar).resolve()),
+           "--flink-master", cluster.flink_master, "--job-port", str(port), "--artifact-port", "0",
+           "--expansion-port", "-1", "--artifacts-dir", str(run_dir / "artifacts")]
+    with open(run_dir / "log" / "job-server.log", "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    cluster.job_server_pid, cluster.job_server_port, cluster.job_server_jar = proc.pid, port, str(Path(jar).resolve())
+    deadline = time.monotonic() + timeout_s
+    while not _port_in_use(port):
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            _terminate(proc.pid, Path(jar).name, 5.0)
+            cluster.job_server_pid = cluster.job_server_port = -1
+            raise ClusterError(f"the job server did not come up on localhost:{port}\n{cluster.log_tail()}")
+        time.sleep(0.2)
+    Path(cluster.run_dir, "cluster.json").write_text(json.dumps(asdict(cluster), indent=2))
+
+
 def _wait_ready(
     cluster: SessionCluster,
     procs: dict[str, subprocess.Popen[bytes]],
@@ -763,8 +810,10 @@ def session_cluster(
     jvm_options: Sequence[str] = JVM_OPTIONS,
     settings: dict[str, Any] | None = None,
     beam_jar: str | None = None,
+    job_server: bool = False,
 ) -> Iterator[SessionCluster]:
-    """Run a session cluster for the duration of the block; always stop it.
+    """Run a session cluster for the duration of the block; always stop it. ``job_server``: with a
+    Beam job server kept beside it (``start_job_server``, the ``beam_jar``).
 
     Logs stay under the run dir when the block raised (or keep_logs is set),
     and are removed otherwise.
@@ -787,13 +836,17 @@ def session_cluster(
     )
     failed = False
     try:
+        if job_server:
+            if not beam_jar:
+                raise ClusterError("a job server beside the cluster needs the Beam job server jar (beam_jar)")
+            start_job_server(cluster, beam_jar)
         yield cluster
     except BaseException:
         failed = True
         raise
     finally:
         cluster.stop()
-        for pid in (*cluster.taskmanager_pids, cluster.jobmanager_pid):
+        for pid in (*cluster.taskmanager_pids, cluster.jobmanager_pid, cluster.job_server_pid):
             _reap(pid, block=False)
         if not failed and not keep_logs:
             shutil.rmtree(cluster.run_dir, ignore_errors=True)
@@ -834,12 +887,16 @@ def _cli_start(args: argparse.Namespace) -> int:
         beam_jar=_beam_jar(args),
         settings={"taskmanager.memory.task.off-heap.size": args.task_off_heap} if args.task_off_heap else None,
     )
-    if args.worker_pool_port:
-        try:
+    try:
+        if args.worker_pool_port:
             _start_worker_pool(cluster, args.worker_pool_port)
-        except BaseException:
-            cluster.stop()
-            raise
+        if args.job_server_port:
+            if not cluster.taskmanager_classpath:
+                raise ClusterError("--job-server-port needs the Beam job server jar (not --beam-jar none)")
+            start_job_server(cluster, cluster.taskmanager_classpath[0], args.job_server_port)
+    except BaseException:
+        cluster.stop()
+        raise
     _state_file(args.rest_port).write_text(json.dumps(asdict(cluster), indent=2))
     print(
         f"Flink {cluster.flink_release} session cluster up: {cluster.rest_url} "
@@ -860,6 +917,12 @@ def _cli_start(args: argparse.Namespace) -> int:
             f"Python SDK worker pool: localhost:{cluster.worker_pool_port} "
             f"(pid {cluster.worker_pool_pid}; --environment_type=EXTERNAL "
             f"--environment_config=localhost:{cluster.worker_pool_port})",
+            file=sys.stderr,
+        )
+    if cluster.job_server_pid > 0:
+        print(
+            f"Beam job server: localhost:{cluster.job_server_port} (pid {cluster.job_server_pid}; submit with "
+            f"--runner=FlinkRunner --flink_master={cluster.flink_master} --job_endpoint={cluster.job_endpoint})",
             file=sys.stderr,
         )
     print(cluster.flink_master)
@@ -976,6 +1039,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="also start a Python SDK worker pool on localhost:PORT (for EXTERNAL environments)",
+    )
+    start.add_argument(
+        "--job-server-port",
+        type=int,
+        default=0,
+        help="also keep a Beam job server on localhost:PORT beside the cluster (jobs then submit with "
+        "--job_endpoint=localhost:PORT instead of starting one each)",
     )
     start.set_defaults(func=_cli_start)
     sub.add_parser("stop", help="stop a cluster started with `start`").set_defaults(func=_cli_stop)
