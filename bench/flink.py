@@ -18,20 +18,23 @@ rounds interleaved so machine load drifts over all of them alike:
 - ``flink-local-ext``: the same with the Python workers out of process
   (EXTERNAL, a loopback worker pool, ``--sdk_worker_parallelism=2``);
 - ``flink-session``: a standalone session cluster (JobManager and TaskManager
-  JVMs, started for the section and not counted in the wall time: its start
-  is reported on its own) with the worker pool: the launch docs/running.md
-  gives for real runs (scripts/flink/session_cluster.py's JVM options, the
-  job server jar on the TaskManagers, its BEAM_JOB_OPTIONS);
+  JVMs, and a Beam job server kept beside them, started for the section and
+  not counted in the wall time: its start is reported on its own) with the
+  worker pool: the launch docs/running.md gives for real runs
+  (scripts/flink/session_cluster.py's JVM options, the job server jar on the
+  TaskManagers, ``--job_endpoint``, ``--environment_cache_millis``);
 - ``flink-session-2tm``: the same with two TaskManagers (one subtask of each
   task on each, one Python worker per TaskManager): the 10M run's;
-- opt-in, the ablation of the cost cuts: ``flink-session-untuned`` (the
-  launch before them), ``flink-session-c1`` (C1-only JVMs alone),
+- opt-in, the ablation of the cost cuts: ``flink-session-own-js`` (a job
+  server started by each job, as the FlinkRunner does without
+  ``--job_endpoint``; the cuts below kept), ``flink-session-untuned`` (the
+  launch before the cuts), ``flink-session-c1`` (C1-only JVMs alone),
   ``flink-session-shared`` (the shared Beam classes and kept workers alone).
 
 Wall time is the job's process from start to exit. CPU time and peak RSS
 are of the whole process tree, JVMs included: the job and its descendants
 (wait4 and /proc sampling, bench.procs) plus, for the configurations that use
-them, the long-lived JobManager, TaskManager(s) and worker pool (CPU as the
+them, the long-lived JobManager, TaskManager(s), kept job server and worker pool (CPU as the
 difference of their /proc counters, children they reaped included; RSS
 sampled together with the job's tree). CPU and peak RSS are also given per
 process kind, the Python workers the pool started counted; ``--threads``
@@ -107,8 +110,7 @@ CONFIGS = {c.key: c for c in (
                 extra=("--direct_num_workers=2", "--direct_running_mode=multi_processing")),
     FlinkConfig("flink-local", "Flink `[local]` p=2, LOOPBACK", "local"),
     FlinkConfig("flink-local-ext", "Flink `[local]` p=2, worker pool (EXTERNAL)", "local", pool=True),
-    FlinkConfig("flink-session", "Flink session cluster p=2, worker pool (EXTERNAL)", "session", pool=True),
-    FlinkConfig("flink-session-js", "Flink session cluster p=2, worker pool, job server kept beside it",
+    FlinkConfig("flink-session", "Flink session cluster p=2, worker pool (EXTERNAL), job server kept beside it",
                 "session", pool=True, job_server=True),
     # The 10M run's. Parallelism 4 (two subtasks per TaskManager): Beam's Flink runner holds a subtask's
     # whole output of a stage in the TaskManager's heap until the stage's one bundle ends, and waits for
@@ -116,9 +118,11 @@ CONFIGS = {c.key: c for c in (
     # candidates. 1 GB of task off-heap memory: what gRPC buffers while it sends a stage's input to the
     # Python workers (256 MB ran out at 10M). docs/running.md, "Memory per TaskManager".
     FlinkConfig("flink-session-2tm", "Flink session cluster, 2 TaskManagers, p=4, worker pool", "session",
-                pool=True, taskmanagers=2, workers_per_taskmanager=2, parallelism=4,
+                pool=True, taskmanagers=2, workers_per_taskmanager=2, parallelism=4, job_server=True,
                 settings=(("taskmanager.memory.task.off-heap.size", "1g"),)),
-    # The ablation of the cost cuts (opt-in): none of them, and each alone.
+    # The ablation of the cost cuts (opt-in): a job server started by each job; none of the cuts; each alone.
+    FlinkConfig("flink-session-own-js", "Flink session cluster p=2, worker pool, a job server per job", "session",
+                pool=True),
     FlinkConfig("flink-session-untuned", "Flink session cluster, before the cost cuts", "session", pool=True,
                 c1_jvms=False, shared_beam=False),
     FlinkConfig("flink-session-c1", "Flink session cluster, C1-only JVMs alone", "session", pool=True,
@@ -672,10 +676,11 @@ FORMAT_NAMES = {"jsonl": "JSON Lines", "avro": "Avro", "parquet": "Parquet"}
 
 def section(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, report: dict, log,
             taskmanager_memory: str | None = None, threads: bool = False, output_format: str = "jsonl",
-            timeout_s: float | None = None) -> str:
+            timeout_s: float | None = None, single_run_from: int = 500_000) -> str:
     log(f"flink side by side over {sizes}: {', '.join(configs)}")
-    result = run(sizes, configs, runs, cache, scratch / "flink", log, taskmanager_memory=taskmanager_memory,
-                 threads=threads, output_format=output_format, timeout_s=timeout_s)
+    result = run(sizes, configs, runs, cache, scratch / "flink", log, large=single_run_from,
+                 taskmanager_memory=taskmanager_memory, threads=threads, output_format=output_format,
+                 timeout_s=timeout_s)
     report["flink"] = result
     return f"## Flink beside the DirectRunner ({FORMAT_NAMES[output_format]} outputs)\n\n" + tables(result)
 
@@ -684,7 +689,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.flink", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="100000", help="candidate counts, e.g. 100000,1000000")
     p.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"of {', '.join(CONFIGS)}")
-    p.add_argument("--runs", type=int, default=3, help="interleaved rounds (sizes of 500,000 or more run once)")
+    p.add_argument("--runs", type=int, default=3, help="interleaved rounds (sizes from --single-run-from run once)")
+    p.add_argument("--single-run-from", type=int, default=500_000,
+                   help="sizes from this many candidates run once, whatever --runs says (default 500,000)")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
     p.add_argument("--taskmanager-memory", help="the session cluster's TaskManager process size (e.g. 6g); "
@@ -704,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"load_before": os.getloadavg()}
     text = section([int(s) for s in args.sizes.split(",") if s.strip()], configs, args.runs, args.cache,
                    args.results / "scratch", report, log, args.taskmanager_memory, args.threads,
-                   args.output_format, args.timeout)
+                   args.output_format, args.timeout, args.single_run_from)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
