@@ -907,11 +907,10 @@ def _cli_start(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if cluster.taskmanager_classpath:
-        print(
-            f"Beam's classes on the TaskManagers: {cluster.taskmanager_classpath[0]}; submit with that jar "
-            f"and {' '.join(BEAM_JOB_OPTIONS)}",
-            file=sys.stderr,
-        )
+        submit = (f"the job server below and {' '.join(ENVIRONMENT_CACHE_OPTIONS)}" if args.job_server_port
+                  else f"that jar and {' '.join(BEAM_JOB_OPTIONS)}")
+        print(f"Beam's classes on the TaskManagers: {cluster.taskmanager_classpath[0]}; submit with {submit}",
+              file=sys.stderr)
     if cluster.worker_pool_pid > 0:
         print(
             f"Python SDK worker pool: localhost:{cluster.worker_pool_port} "
