@@ -30,7 +30,8 @@ from transforms.raw_records import decode_block
 
 COUNTS = "counts"
 BLOCKS = "blocks"
-# The first part of a rider's key: a tuple key is never a record's key (``key_record`` gives strings).
+# The first part of a rider's key, a tuple: never a record's key (``key_record`` gives strings, and
+# ``JoinAndApply``'s keys for ``fn`` are strings).
 RIDER = "rider"
 
 # fn(key, {input name: [record bytes]}) -> ({output label: [rows]}, {counter: n})
@@ -70,7 +71,7 @@ class _ApplyPerKey(beam.DoFn):
 
     def process(self, element):
         key, named_blocks = element
-        if type(key) is tuple:  # riders (``rider``): their payloads leave as they came
+        if type(key) is tuple and key[0] == RIDER:  # riders (``rider``): their payloads leave as they came
             for tag, payload in named_blocks:
                 if tag == COUNTS:
                     yield beam.pvalue.TaggedOutput(COUNTS, payload)
