@@ -97,11 +97,13 @@ def test_fixture_archive_with_the_boot_program_and_setup_file(flink_jar, boot_en
     archive = write_archive(tmp_path / "archive")
     reference = run_job(archive, tmp_path / "direct", "--output-format", "jsonl")
     out = tmp_path / "flink-boot"
-    with session_cluster(rest_port=free_port(), taskmanagers=1, beam_jar=flink_jar) as cluster, \
+    # docs/running.md's launch: submitted to the job server kept beside the cluster.
+    with session_cluster(rest_port=free_port(), taskmanagers=1, beam_jar=flink_jar, job_server=True) as cluster, \
             watch_workers(boot_env.boot) as workers:
         result = run_job(archive, out, "--output-format", "jsonl",
                          *flink_pipeline_args(flink_jar, cluster.flink_master, parallelism=2,
-                                              process_environment=boot_env.environment_config()),
+                                              process_environment=boot_env.environment_config(),
+                                              job_endpoint=cluster.job_endpoint),
                          f"--setup_file={ROOT / 'setup.py'}", "--experiments=pip_use_build_isolation")
         job = latest_job(cluster)
         overview = cluster.overview()

@@ -62,15 +62,23 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _job_server_of(pid: int) -> int:
+def _job_servers_under(pid: int) -> list[int]:
+    """The job server JVMs the command ``pid`` started (none when it submits to a kept one)."""
+    found = []
     for child in _descendants(pid):
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
         if b"java" in cmdline and b"job-server" in cmdline:
-            return child
-    raise AssertionError(f"no job server JVM under the command {pid}")
+            found.append(child)
+    return found
+
+
+def _job_server_of(pid: int) -> int:
+    servers = _job_servers_under(pid)
+    assert servers, f"no job server JVM under the command {pid}"
+    return servers[0]
 
 
 def _running_job(cluster, proc: subprocess.Popen, earlier: set[str], timeout_s: float = 240.0) -> dict:
@@ -145,9 +153,7 @@ def test_a_killed_kept_job_server_leaves_no_flink_job_running(setting, tmp_path)
     cluster = setting[1]
 
     def kill_kept_job_server(proc):
-        assert not any(b"job-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                       for pid in _descendants(proc.pid) if Path(f"/proc/{pid}").exists()), \
-            "the command started a job server of its own"
+        assert _job_servers_under(proc.pid) == [], "the command started a job server of its own"
         os.kill(cluster.job_server_pid, signal.SIGKILL)
 
     returncode, output, job, out = _run_and_stop(setting, tmp_path, kill_kept_job_server, kept_job_server=True)

@@ -12,10 +12,12 @@ each file through it and the transform that wires the step.
 Records leave in blocks, not one element each: ``keyed`` carries
 ``(key, (input name, block))`` where a block packs the records of one key met in one file
 (``encode_block``/``decode_block``), and ``dead`` carries lists of dead-letter
-rows. Read for a ``JoinAndApply`` (``dead_letters_label``), the step has one output
-instead: the dead letters and counts ride with the keyed blocks to the join
-(``transforms.process.rider``), because Flink's batch translation writes a
-stage's whole output once per consumer (three times for three outputs). Beam pays a fixed cost per element (and per shuffled element), so a
+rows. Read for a ``JoinAndApply`` (``dead_letters_label``), the step has one
+output instead: the dead letters and counts ride with the keyed blocks to the
+join (``transforms.process.rider``), because Flink's batch translation writes a
+stage's whole output once per consumer (three times for three outputs).
+
+Beam pays a fixed cost per element (and per shuffled element), so a
 block per (file, key) instead of a line per element is most of the job's
 speed; packed blocks are compressed, which cuts what the shuffle holds and
 moves about fourfold (docs/benchmarks.md). A file's pending blocks are
@@ -98,15 +100,16 @@ class _ReadAndKey(beam.DoFn):
     def _keyed(self, element):
         return element if self.dead_letters_label is not None else beam.pvalue.TaggedOutput(KEYED, element)
 
-    def _dead(self, path: str, seq: int, rows: list[dict]):
+    # A rider's key names what it carries, its input and file, and (dead-letter blocks) which block.
+    def _dead(self, name: str, path: str, block_no: int, rows: list[dict]):
         if self.dead_letters_label is None:
             return beam.pvalue.TaggedOutput(DEAD, rows)
-        return rider((DEAD, path, seq), BLOCKS, (self.dead_letters_label, rows))
+        return rider((DEAD, name, path, block_no), BLOCKS, (self.dead_letters_label, rows))
 
-    def _counts(self, path: str, seq: int, counts: dict):
+    def _counts(self, name: str, path: str, counts: dict):
         if self.dead_letters_label is None:
             return beam.pvalue.TaggedOutput(COUNTS, counts)
-        return rider((COUNTS, path, seq), COUNTS, counts)
+        return rider((COUNTS, name, path), COUNTS, counts)
 
     def setup(self) -> None:
         tune_collector()
@@ -123,7 +126,7 @@ class _ReadAndKey(beam.DoFn):
         spec = self.inputs[name]
         readable = fileio.ReadableFile(metadata)
         path = metadata.path
-        records = blank = dead_count = riders = 0
+        records = blank = dead_count = dead_blocks = 0
         dead: list[dict] = []
         blocks = Blocks(BLOCK_BYTES)
         tracker = self.trackers.get(name)
@@ -152,8 +155,8 @@ class _ReadAndKey(beam.DoFn):
                             yield self._keyed((key, (name, block)))
                 if len(dead) >= DEAD_BLOCK_ROWS:
                     dead_count += len(dead)
-                    riders += 1
-                    yield self._dead(path, riders, dead)
+                    dead_blocks += 1
+                    yield self._dead(name, path, dead_blocks, dead)
                     dead = []
         except Exception as exc:  # unreadable file or corrupt compression: the rest of it is one dead letter
             records += 1
@@ -169,8 +172,8 @@ class _ReadAndKey(beam.DoFn):
             yield self._keyed((key, (name, block)))
         if dead:
             dead_count += len(dead)
-            riders += 1
-            yield self._dead(path, riders, dead)
+            dead_blocks += 1
+            yield self._dead(name, path, dead_blocks, dead)
         self.records[name].inc(records)
         self.bad_records[name].inc(dead_count)
         if tracker is not None:
@@ -183,7 +186,7 @@ class _ReadAndKey(beam.DoFn):
         if unreadable:
             # How many records the damaged part held is unknown: the manifest must not claim conservation.
             counts[counters.unreadable_file(name, path)] = 1
-        yield self._counts(path, riders + 1, counts)
+        yield self._counts(name, path, counts)
 
 
 def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):

@@ -50,7 +50,8 @@ CLI (with the project venv's python, which has pip and apache-beam):
 localhost:P (scripts/flink/worker_pool.py), for
 ``--environment_type=EXTERNAL --environment_config=localhost:P``; ``stop``
 stops it with the cluster. ``start --job-server-port J`` also keeps Beam's
-job server on localhost:J (``start_job_server``), for ``--job_endpoint=localhost:J``. ``--restart-attempts N`` (N > 0) gives the cluster
+job server on localhost:J (``start_job_server``), for
+``--job_endpoint=localhost:J``. ``--restart-attempts N`` (N > 0) gives the cluster
 Flink's fixed-delay restart strategy (N attempts, ``--restart-delay`` apart)
 instead of none: a job that loses a TaskManager restarts on the slots left
 (docs/running.md, "Restart strategy").
