@@ -35,7 +35,7 @@ from domain.counters import (
 )
 from domain.evaluate import CandidateResult, evaluate_response, is_invariant_issue
 from domain.families.base import ROLE_RECONCILIATION, Adapted, EvaluationContext, FamilySpec
-from domain.families.reconciliation import entry_list_changed_issue, entry_list_fingerprint
+from domain.families.reconciliation import entry_list_changed_issue, entry_list_fingerprint, made_for_other_lists
 from domain.frozen import quick_init
 from domain.intake import Candidate
 from domain.issues import Correction, Issue, render_guidance
@@ -114,16 +114,14 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
     judged = attempts
     if spec.role == ROLE_RECONCILIATION:
         list_fp = entry_list_fingerprint(ctx.registry_entries or ())
-        judged = [c for c in attempts if c.input_fingerprint is None or c.input_fingerprint == list_fp]
-        if len(judged) < len(attempts):
+        other_list = made_for_other_lists(attempts, list_fp)
+        if any(other_list):
+            judged = [c for c, other in zip(attempts, other_list) if not other]
             counts.append((keys.entry_list_changed, len(attempts) - len(judged)))
             if not judged:
                 return _wait_for_current_list(spec, chunk_id, ctx, attempts, list_fp, prompt_fp, schema_fp, keys,
                                               counts, refresh_stale)
-            current = [fresh for cand, fresh in zip(attempts, current)
-                       if cand.input_fingerprint is None or cand.input_fingerprint == list_fp]
-        else:
-            judged = attempts
+            current = [fresh for fresh, other in zip(current, other_list) if not other]
 
     results = [evaluate_response(spec, cand.raw_response, ctx) for cand in judged]
     chosen = choose_accepted([r.passed for r in results], current)
@@ -186,8 +184,8 @@ def _with_waiting_attempts(spec: FamilySpec, attempts: Sequence[Candidate], judg
     judged_verdicts = iter(judged)
     accepted_cand = judged[accepted][0] if accepted >= 0 else None
     new_accepted = -1
-    for cand in attempts:
-        if cand.input_fingerprint is not None and cand.input_fingerprint != list_fp:
+    for cand, other in zip(attempts, made_for_other_lists(attempts, list_fp)):
+        if other:
             verdicts.append((cand, VERDICT_DEFERRED,
                              (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),), 0))
         else:
@@ -205,8 +203,7 @@ def _wait_for_current_list(spec: FamilySpec, chunk_id: str, ctx: EvaluationConte
     With --refresh-stale it gets one refresh request carrying the current list (the one
     deferral that is refreshed), numbered above every attempt, when a number is left."""
     verdicts = tuple((cand, VERDICT_DEFERRED, (entry_list_changed_issue(spec.key, cand.input_fingerprint, list_fp),), 0)
-                     for cand in attempts if cand.input_fingerprint is not None)
-    assert len(verdicts) == len(attempts)
+                     for cand in attempts)
     counts.append((keys.deferred, 1))
     counts.append((keys.entry_list_waiting, 1))
     request = None

@@ -247,14 +247,21 @@ def test_an_attempt_made_for_the_current_list_is_judged_as_before():
 
 def test_only_attempts_on_the_current_list_count_for_a_retry():
     """Attempt 2 (current list) fails: the retry corrects it, numbered above attempt 3 (made for
-    another list); attempt 3 is never told it erred, and attempt 1 (no fingerprint: the current
-    list) is judged as always."""
+    another list); attempt 3 is never told it erred, and neither is attempt 1: it recorded no list,
+    but attempt 3, after it, was made for another one, so attempt 1 was too (SPEC §4.1, amended)."""
     result = run([*RUN2_REGISTRIES,
-                  reconciliation("c-k1", entity("Grog", "E1", "E2", "E3")),  # passes against L2
+                  reconciliation("c-k1", entity("Grog", "E1", "E2", "E3")),  # would pass against L2
                   reconciliation("c-k2", entity("Grog", "E1"), attempt=2, fingerprint=FP2),
                   reconciliation("c-k3", *PROPOSAL_L1, attempt=3, fingerprint=FP1)], max_attempts=5)
-    assert rows(result, "c-k1")["verdict"] == "accepted" and rows(result, "c-k2")["verdict"] == "rejected"
-    assert rows(result, "c-k3")["verdict"] == "deferred"
+    assert rows(result, "c-k1")["verdict"] == "deferred" and codes(rows(result, "c-k1")) == ["entry_list_changed"]
+    assert rows(result, "c-k2")["verdict"] == "rejected" and rows(result, "c-k3")["verdict"] == "deferred"
+    assert not family_rows(result, key="artifacts")
+    (retry,) = family_rows(result)
+    assert retry["candidate_id"] == "c-k2" and retry["attempt"] == 4
+    # An unpinned attempt AFTER the one made for another list is judged against the current list.
+    later = run([*RUN2_REGISTRIES, reconciliation("c-k3", *PROPOSAL_L1, attempt=1, fingerprint=FP1),
+                 reconciliation("c-k4", entity("Grog", "E1", "E2", "E3"), attempt=2)], max_attempts=5)
+    assert rows(later, "c-k4")["verdict"] == "accepted" and rows(later, "c-k3")["verdict"] == "deferred"
 
     failing = run([*RUN2_REGISTRIES, reconciliation("c-k2", entity("Grog", "E1"), attempt=2, fingerprint=FP2),
                    reconciliation("c-k3", *PROPOSAL_L1, attempt=3, fingerprint=FP1)], max_attempts=5)
@@ -268,6 +275,42 @@ def test_only_attempts_on_the_current_list_count_for_a_retry():
     spent = run([*RUN2_REGISTRIES, reconciliation("c-k2", entity("Grog", "E1"), attempt=2, fingerprint=FP2),
                  reconciliation("c-k3", *PROPOSAL_L1, attempt=3, fingerprint=FP1)])
     assert family_rows(spent) == [] and spent.counts[f"outcome/{REC}/exhausted"] == 1
+
+
+@pytest.mark.parametrize("refresh_stale", [False, True])
+def test_an_unpinned_attempt_older_than_one_for_another_list_is_never_told_it_erred(refresh_stale):
+    """Issue 38 item 8: attempt 1 recorded no list; attempt 2 was made for L1; the list is L2 now.
+    Judged against L2, attempt 1 would be told it left out "Keyleth" (an entry it never saw)."""
+    result = run([*RUN2_REGISTRIES, reconciliation("c-k1", entity("Grog", "E1"), entity("Pike", "E3")),
+                  reconciliation("c-k2", *PROPOSAL_L1, attempt=2, fingerprint=FP1)], refresh_stale=refresh_stale)
+    for cid in ("c-k1", "c-k2"):
+        assert rows(result, cid)["verdict"] == "deferred" and codes(rows(result, cid)) == ["entry_list_changed"]
+    assert "without a recorded entry list" in rows(result, "c-k1")["issues"][0]["message"]
+    assert result.counts[f"outcome/{REC}/deferred"] == 1
+    assert result.counts[f"revision/{REC}/entry_list_changed"] == 2
+    assert result.counts[f"revision/{REC}/entry_list_waiting"] == 1
+    requests = family_rows(result)
+    if not refresh_stale:
+        assert requests == []
+        return
+    (refresh,) = requests  # the one deferral that is refreshed, over the current list, never a retry
+    assert refresh["kind"] == "refresh" and refresh["correction_guidance"] == ""
+    assert refresh["input_fingerprint"] == FP2 and refresh["attempt"] == 3
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([None, "cur", "old1", "old2"])), min_size=1,
+                max_size=8))
+def test_made_for_other_lists_is_the_amended_rule(attempts):
+    from types import SimpleNamespace
+    from domain.families.reconciliation import made_for_other_lists
+
+    cands = [SimpleNamespace(attempt=n, input_fingerprint=fp) for n, fp in attempts]
+    flags = made_for_other_lists(cands, "cur")
+    for cand, other in zip(cands, flags):
+        if cand.input_fingerprint is not None:
+            assert other == (cand.input_fingerprint != "cur")
+        else:  # unpinned: another list only when a LATER attempt was pinned to another list
+            assert other == any(c.attempt > cand.attempt and c.input_fingerprint not in (None, "cur") for c in cands)
 
 
 def test_a_slot_waiting_at_the_attempt_bound_gets_no_refresh():

@@ -143,11 +143,27 @@ def short_fingerprint(value: str) -> str:
 ENTRY_LIST_CHANGED = "entry_list_changed"
 
 
-def entry_list_changed_issue(family: str, attempt_fingerprint: str, current_fingerprint: str) -> Issue:
+def made_for_other_lists(attempts: Sequence[Any], current_fingerprint: str) -> tuple[bool, ...]:
+    """Per attempt (each with ``attempt`` and ``input_fingerprint``), whether it was made for
+    another entry list than the current one (SPEC §4.1): pinned to another list, or not pinned at
+    all but older than an attempt pinned to another list (the list had already changed once since
+    it was made). An unpinned attempt with no such later attempt is judged against the current list."""
+    other_pinned = [a.attempt for a in attempts
+                    if a.input_fingerprint is not None and a.input_fingerprint != current_fingerprint]
+    latest_other = max(other_pinned, default=0)
+    return tuple(
+        a.input_fingerprint != current_fingerprint if a.input_fingerprint is not None else a.attempt < latest_other
+        for a in attempts)
+
+
+def entry_list_changed_issue(family: str, attempt_fingerprint: str | None, current_fingerprint: str) -> Issue:
     """The one operator-only issue of an attempt made for another entry list (SPEC §4.1): it is
-    not evaluated (its labels name other entries), never accepted, never told it erred."""
+    not evaluated (its labels name other entries), never accepted, never told it erred. An attempt
+    that recorded no list is one only when a later attempt was pinned to another list."""
+    made_for = (f"made for entry list {short_fingerprint(attempt_fingerprint)!r}" if attempt_fingerprint is not None
+                else "made without a recorded entry list, before a later attempt made for another list")
     return Issue(f"{family}.entry_list", ENTRY_LIST_CHANGED, "input_fingerprint",
-                 f"made for entry list {short_fingerprint(attempt_fingerprint)!r}, but the source's accepted chunk "
+                 f"{made_for}, but the source's accepted chunk "
                  f"registries now list {short_fingerprint(current_fingerprint)!r}: its labels name other entries, so "
                  "it is not evaluated; the slot waits for an attempt on the current list", None)
 
