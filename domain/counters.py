@@ -143,6 +143,45 @@ def family_keys(family: str) -> FamilyKeys:
     return FamilyKeys(family)
 
 
+# --- semantic judges (SPEC §4.3) -----------------------------------------------------------------
+
+# "judge/<judge>/<counter>": the manifest's ``judges`` block, one entry per judge of the run.
+# requests: judge requests written; pass / fail / unsure: the applied verdicts by what they say;
+# and every verdict record that named the judge, in exactly one of applied (pass + fail + unsure),
+# superseded, unusable, stale, unmatched. Beside them, per judge: unjudged (attempts decided by the
+# rules alone: asked too often without a usable answer, or a refresh replaces them) and
+# awaiting (slots deferred for its verdict).
+JUDGE_REQUESTS = "requests"
+JUDGE_SUPERSEDED = "superseded"
+JUDGE_UNUSABLE = "unusable"
+JUDGE_STALE = "stale"
+JUDGE_UNMATCHED = "unmatched"
+JUDGE_UNJUDGED = "unjudged"
+JUDGE_AWAITING = "awaiting"
+JUDGE_COUNTERS = (JUDGE_REQUESTS, "pass", "fail", "unsure", JUDGE_UNUSABLE, JUDGE_STALE, JUDGE_UNMATCHED,
+                  JUDGE_SUPERSEDED, JUDGE_UNJUDGED, JUDGE_AWAITING)
+JUDGE_PREFIX = "judge/"
+# Verdict records for a judge this run does not know (unknown name, or not among --judges).
+VERDICTS_OTHER_JUDGE = "verdicts_other_judge"
+# Verdict records naming a candidate id no candidate of the run has (counted where they are joined).
+VERDICTS_UNRESOLVED = "verdicts_unresolved"
+
+
+def judge(name: str, counter: str) -> str:
+    """``counter`` is one of :data:`JUDGE_COUNTERS`, or a verdict (pass, fail, unsure)."""
+    return f"{JUDGE_PREFIX}{name}/{counter}"
+
+
+def judge_counts(counts: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """Judge name -> {counter: value} for every judge counted (every counter present, 0 when absent)."""
+    found: dict[str, dict[str, int]] = {}
+    for key, value in counts.items():
+        if key.startswith(JUDGE_PREFIX):
+            name, _, counter = key[len(JUDGE_PREFIX):].rpartition("/")
+            found.setdefault(name, dict.fromkeys(JUDGE_COUNTERS, 0))[counter] = value
+    return dict(sorted(found.items()))
+
+
 # --- export-batch ------------------------------------------------------------------------------
 
 def shaped(kind: str) -> str:

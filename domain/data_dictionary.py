@@ -73,6 +73,15 @@ ARTIFACT_FIELDS: dict[str, str] = {
     "provenance.raw_response": "The provider's response text exactly as archived: never re-serialized, the same "
                                "characters in every output format.",
     "provenance.raw_response_sha256": "Hex sha256 of `raw_response`'s UTF-8 bytes.",
+    "provenance.judged_by": "The semantic judges' verdicts the accepted attempt passed (`--judges`, "
+                            "`docs/judges.md`); empty when no judge of the run judges the family, or when the "
+                            "attempt was decided by the rules alone (its evaluation says `unjudged`).",
+    "provenance.judged_by[].judge": "The judge's name, e.g. `combat-semantics`.",
+    "provenance.judged_by[].judge_fingerprint": "`sha256:` of the judge's prompt and response schema the verdict "
+                                                "was given under.",
+    "provenance.judged_by[].verdict_id": "The applied verdict record's `verdict_id`.",
+    "provenance.judged_by[].verdict": "`pass`, or `unsure` (an unsure verdict passes; the evaluation flags it "
+                                      "`judge_unsure`).",
     "validator_policy_fingerprint": "`sha256:` of the family's validator policy (validators, allowed values, "
                                     "limits, guidance version) that accepted the attempt: the manifest's "
                                     "`fingerprints.<family>.validator_policy`.",
@@ -217,13 +226,15 @@ REQUESTS = OutputDoc(
         "request_id": "The request's id, stable across runs: `r-` and 32 hex digits of a sha256 over the slot and "
                       "the attempt it asks for (a refresh: also the prompt and schema fingerprints, so a later "
                       "revision's refresh is another request; a reconciliation: also its entry list's fingerprint). Short and plain enough for a provider's custom id.",
-        "kind": "`retry`: correct the failing attempt; `refresh`: extract again under the current prompt.",
+        "kind": "`retry`: correct the failing attempt; `refresh`: extract again under the current prompt; `judge`: "
+                "a semantic judge's verdict on the attempt `candidate_id` (`--judges`, `docs/judges.md`).",
         "family": "The family of the slot.",
         "source_id": "The transcript of the slot.",
         "chunk_id": "The chunk of the slot (`*` for a reconciliation).",
         "candidate_id": "The attempt being replaced: a retry corrects it (the slot's latest attempt); a refresh "
                         "replaces it.",
-        "attempt": "The attempt number the answer must carry: one more than the highest attempt seen for the slot.",
+        "attempt": "A retry or refresh: the attempt number the answer must carry, one more than the highest attempt "
+                   "seen for the slot. A judge request: the judged attempt's own number.",
         "correction_guidance": "For a retry, what to correct, in model-safe prose: every problem found, each tied "
                                "to the response field it is about, then what to return. Empty for a refresh.",
         "prompt_fingerprint": "`sha256:` of the current prompt of the family (the one to send with the request).",
@@ -232,6 +243,11 @@ REQUESTS = OutputDoc(
         "input_fingerprint": "Reconciliations only: `sha256:` of the entry list the request was built with (the "
                              "labelled chunk registry entries it shows); the answer must carry it back. Null for "
                              "every other family.",
+        "candidate_sha256": "Judge requests only: hex sha256 of the judged attempt's raw response; the verdict must "
+                            "carry it back. Null for a retry or refresh.",
+        "judge": "Judge requests only: the judge asked (`docs/judges.md`). Null for a retry or refresh.",
+        "judge_fingerprint": "Judge requests only: `sha256:` of the judge's prompt and response schema; a verdict "
+                             "under another fingerprint is stale. Null for a retry or refresh.",
     },
     example={
         "request_id": "r-f7ae3b18883dfc9f023523eecd29f06c", "kind": "retry", "family": "item-occurrences",
@@ -244,7 +260,7 @@ REQUESTS = OutputDoc(
         "prompt_fingerprint": "sha256:39c4a6bcc4260dd896b0c1bceb44a9f34c6de40cda73f27cec295762b21841b7",
         "schema_fingerprint": "sha256:9ea012b4087d685469c7d6ec6afd4ee7dcc38aa85fce53f9ce15e7eb214950a4",
         "validator_policy_fingerprint": "sha256:271935431c79f4fc2f6e3f0a47cd708fb9582df3932ba920d38733ef09bfd7d6",
-        "input_fingerprint": None,
+        "input_fingerprint": None, "candidate_sha256": None, "judge": None, "judge_fingerprint": None,
     },
     more_examples=({
         "request_id": "r-3bbfa751b4cfed2c5912845390eb53fe", "kind": "refresh", "family": "spells",
@@ -253,7 +269,7 @@ REQUESTS = OutputDoc(
         "prompt_fingerprint": "sha256:2c76b0f99d8f5bfe307e6c975e826c302c13573ab6dae22e68c7525e98270030",
         "schema_fingerprint": "sha256:026f6f5a31ce79369f204f9e2e8e384e82faeec38fdd065ac2923521e2db980a",
         "validator_policy_fingerprint": "sha256:a964dde8084056400a8c68d31f213252b2df57646cffe21816770db60d978373",
-        "input_fingerprint": None,
+        "input_fingerprint": None, "candidate_sha256": None, "judge": None, "judge_fingerprint": None,
     },),
 )
 
@@ -373,7 +389,8 @@ ARTIFACT_EXAMPLE: dict[str, Any] = {
         "raw_response": "{\"spells\":[{\"spell_name\":\"Lightning Bolt\",\"caster_name\":\"MATT\",\"cast\":{\"level\":3,"
                         "\"as_ritual\":false,\"target_names\":[\"Pike\",\"Hope\"]},\"evidence\":[{\"start_unit_id\":"
                         "2139,\"end_unit_id\":2139}]}]}",
-        "raw_response_sha256": "354e9770752601aa77a690bc066278af29b846c04759cfb0a818117ed3e3eab7"},
+        "raw_response_sha256": "354e9770752601aa77a690bc066278af29b846c04759cfb0a818117ed3e3eab7",
+        "judged_by": []},
     "validator_policy_fingerprint": "sha256:a964dde8084056400a8c68d31f213252b2df57646cffe21816770db60d978373",
 }
 
@@ -434,6 +451,10 @@ MANIFEST_BLOCKS: dict[str, str] = {
     "conservation": "Candidates: every record read is an evaluation, a dead letter or filtered.",
     "transcript_conservation": "Transcripts: every record read is usable or a dead letter.",
     "prior_registry_conservation": "`--prior-registries`: every record read is valid or a dead letter.",
+    "verdict_conservation": "`--verdicts`: every verdict record read is applied, superseded, unusable, stale, "
+                            "unmatched or a dead letter (`docs/judges.md`).",
+    "judges": "Per judge of the run (`--judges`): its family and fingerprint, the judge requests written and what "
+              "its verdicts came to. Empty without `--judges`.",
     "unreadable_files": "Input files that could not be read to their end (corrupt compression, a cut Avro file): "
                         "how many records their damaged part held is unknown, so their input's `holds` is false "
                         "and the job exits 2.",
@@ -482,6 +503,7 @@ MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "outputs.artifacts": ("integer", "Rows of `artifacts/` (all families): one per accepted slot."),
     "outputs.retry_requests": ("integer", "Rows of `retry_requests/` with `kind` `retry`."),
     "outputs.refresh_requests": ("integer", "Rows of `retry_requests/` with `kind` `refresh`."),
+    "outputs.judge_requests": ("integer", "Rows of `retry_requests/` with `kind` `judge` (0 without `--judges`)."),
     "outputs.evaluations": ("integer", "Rows of `evaluations/`."),
     "outputs.dead_letters": ("integer", "Rows of `dead_letters/` (every input)."),
     "invariant_failures.by_family.<family>": ("integer", "Invariant failures in the family's attempts."),
@@ -511,6 +533,35 @@ MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "prior_registry_conservation.dead_letters": ("integer", "Prior registry records among `dead_letters/`."),
     "prior_registry_conservation.holds": ("boolean", "`prior_registries_in = valid + dead_letters`, and every file "
                                                      "was read to its end."),
+    "verdict_conservation.verdicts_in": ("integer", "Verdict records read (0 without `--verdicts`)."),
+    "verdict_conservation.applied": ("integer", "Verdicts taken as their attempt's verdict of their judge (pass, "
+                                                "fail or unsure)."),
+    "verdict_conservation.superseded": ("integer", "Usable verdicts of an attempt and judge for which a later one "
+                                                   "was applied."),
+    "verdict_conservation.unusable": ("integer", "Verdicts whose answer could not be used (not JSON, outside the "
+                                                 "judge's schema, a fail with no problem, a pass with problems, a "
+                                                 "record the judge was not shown)."),
+    "verdict_conservation.stale": ("integer", "Verdicts given under another judge fingerprint (a revised judge "
+                                              "prompt or schema): never applied."),
+    "verdict_conservation.unmatched": ("integer", "Verdicts that name no attempt this run judges: an unknown "
+                                                  "candidate id or raw-response hash, a judge the run does not have, "
+                                                  "or an attempt a rule rejects or that waits."),
+    "verdict_conservation.dead_letters": ("integer", "Verdict records among `dead_letters/`."),
+    "verdict_conservation.holds": ("boolean", "`verdicts_in = applied + superseded + unusable + stale + unmatched "
+                                              "+ dead_letters`, and every verdict file was read to its end."),
+    "judges.<judge>.family": ("string", "The family the judge judges."),
+    "judges.<judge>.fingerprint": ("string", "`sha256:` of the judge's prompt and response schema now."),
+    "judges.<judge>.requests": ("integer", "Judge requests written for it."),
+    "judges.<judge>.pass": ("integer", "Applied verdicts that say `pass`."),
+    "judges.<judge>.fail": ("integer", "Applied verdicts that say `fail` (their attempt rejected)."),
+    "judges.<judge>.unsure": ("integer", "Applied verdicts that say `unsure` (their attempt passes)."),
+    "judges.<judge>.unusable": ("integer", "Its verdicts that could not be used."),
+    "judges.<judge>.stale": ("integer", "Its verdicts under another fingerprint."),
+    "judges.<judge>.unmatched": ("integer", "Its verdicts that name no attempt this run judges."),
+    "judges.<judge>.superseded": ("integer", "Its usable verdicts a later one replaced."),
+    "judges.<judge>.unjudged": ("integer", "Attempts decided by the rules alone: asked `--max-judge-attempts` "
+                                           "times without a usable answer, or replaced by a refresh this run."),
+    "judges.<judge>.awaiting": ("integer", "Slots deferred waiting for its verdict (`awaiting_judgment`)."),
     "unreadable_files.count": ("integer", "Files that could not be read to their end (0 in a sound run)."),
     "unreadable_files.by_input.<input>": ("integer", "Of those, the files of one input (`transcripts`, "
                                                      "`candidates`, `prior_registries`); inputs with none are "
@@ -537,6 +588,9 @@ MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "options.max_record_bytes": ("integer", "`--max-record-bytes`."),
     "options.prior_registries": ("string or null", "`--prior-registries`; null when not given."),
     "options.refresh_stale": ("boolean", "`--refresh-stale`."),
+    "options.judges": ("array of string", "`--judges`, sorted; empty when none."),
+    "options.verdicts": ("string or null", "`--verdicts`; null when not given."),
+    "options.max_judge_attempts": ("integer", "`--max-judge-attempts`."),
     "runner": ("string", "e.g. `FnApiRunner` (the default, in-process), `FlinkRunner`, `DataflowRunner`."),
     "files.<output>": ("array of object", "The output's `part-*` files."),
     "files.<output>[].path": ("string", "Relative to the run folder, `/`-separated."),
@@ -565,12 +619,12 @@ MANIFEST_EXAMPLE: dict[str, Any] = {
     "invariant_failures": {"by_family": {"spells": 0}, "total": 0},
     "options": {"candidates": "out/demo/archive/candidates*", "families": None, "max_attempts": 3,
                 "max_record_bytes": 8388608, "output": "out/demo/run2", "output_format": "avro",
-                "prior_registries": None, "refresh_stale": True,
-                "transcripts": "out/demo/archive/transcripts.jsonl.gz"},
+                "prior_registries": None, "refresh_stale": True, "judges": [], "verdicts": None,
+                "max_judge_attempts": 2, "transcripts": "out/demo/archive/transcripts.jsonl.gz"},
     "outcomes": {"spells": {"accepted": 136, "deferred": 0, "exhausted": 3, "retry": 3, "stale": 142,
                             "superseded": 119}},
-    "outputs": {"artifacts": 1260, "dead_letters": 0, "evaluations": 1684, "refresh_requests": 0,
-                "retry_requests": 43},
+    "outputs": {"artifacts": 1260, "dead_letters": 0, "evaluations": 1684, "judge_requests": 0,
+                "refresh_requests": 0, "retry_requests": 43},
     "prior_registry_conservation": {"dead_letters": 0, "holds": True, "prior_registries_in": 0, "valid": 0},
     "refresh": {"artifacts_current": 1260, "artifacts_stale": 0,
                 "by_family": {"spells": {"artifacts_current": 136, "artifacts_stale": 0, "current_over_stale": 119,
@@ -581,6 +635,12 @@ MANIFEST_EXAMPLE: dict[str, Any] = {
     "runner": "FnApiRunner",
     "totals": {"accepted": 1260, "deferred": 0, "exhausted": 17, "retry": 43, "stale": 142, "superseded": 134},
     "transcript_conservation": {"dead_letters": 0, "holds": True, "transcripts_in": 2, "usable": 2},
+    "verdict_conservation": {"applied": 0, "dead_letters": 0, "holds": True, "stale": 0, "superseded": 0,
+                             "unmatched": 0, "unusable": 0, "verdicts_in": 0},
+    "judges": {"combat-semantics": {
+        "family": "combat-turns", "fingerprint": "sha256:d0105a96c85797a24a08fd4b017eca0f5b4d496675370ac80d0469622d09afa9",
+        "requests": 0, "pass": 0, "fail": 0, "unsure": 0, "unusable": 0, "stale": 0, "unmatched": 0, "superseded": 0,
+        "unjudged": 0, "awaiting": 0}},
     "unreadable_files": {"by_input": {}, "conservation_not_provable_for": [], "count": 0, "paths": [],
                          "records_may_be_missing": False},
 }

@@ -44,6 +44,7 @@ from domain.source import Transcript, TranscriptError, parse_transcript
 INPUT_TRANSCRIPTS = "transcripts"
 INPUT_CANDIDATES = "candidates"
 INPUT_PRIOR_REGISTRIES = "prior_registries"
+INPUT_VERDICTS = "verdicts"  # semantic judges' answers (SPEC §3.3)
 
 SOURCE_CHUNK = "*"  # chunk id of source-level families (reconciliations)
 

@@ -8,7 +8,8 @@ from domain import counters as c
 from domain.assets import current_fingerprints
 from domain.counters import OUTCOMES, REVISION_COUNTS
 from domain.families import FAMILIES
-from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS
+from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, INPUT_VERDICTS
+from domain.judges import JUDGE_VERDICTS
 
 
 def current_asset_fingerprints() -> dict[str, dict[str, str]]:
@@ -52,6 +53,8 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     candidates_provable = not unreadable.get(INPUT_CANDIDATES)
     transcripts_provable = not unreadable.get(INPUT_TRANSCRIPTS)
     refresh = refresh_block(counts, enabled=bool(options.get("refresh_stale")))
+    judges = judges_block(counts, options.get("judges") or ())
+    verdicts = verdict_conservation(counts, judges, provable=not unreadable.get(INPUT_VERDICTS))
     return {
         "inputs": {
             "transcripts": transcripts_in,
@@ -67,7 +70,9 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             # Refresh requests are rows of retry_requests/ too (kind "refresh"), beside the retries.
             "refresh_requests": refresh["refresh_requests"],
             "evaluations": evaluations,
-            "dead_letters": candidate_dead + transcript_dead + prior_dead,
+            # Judge requests are rows of retry_requests/ too (kind "judge", SPEC §4.3).
+            "judge_requests": sum(judge["requests"] for judge in judges.values()),
+            "dead_letters": candidate_dead + transcript_dead + prior_dead + verdicts["dead_letters"],
         },
         "invariant_failures": {"by_family": invariant_failures, "total": sum(invariant_failures.values())},
         "endpoint_ordering": {
@@ -94,11 +99,44 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             "dead_letters": prior_dead,
             "holds": not unreadable.get(INPUT_PRIOR_REGISTRIES) and prior_in == prior_valid + prior_dead,
         },
+        "verdict_conservation": verdicts,
+        "judges": judges,
         "refresh": refresh,
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),
         "runner": runner,
     }
+
+
+def judges_block(counts: Mapping[str, int], judge_names) -> dict:
+    """Per judge of the run (SPEC §4.3): its family and fingerprint, and what its verdicts and
+    requests came to (``domain.counters.JUDGE_COUNTERS``); judges named by verdicts of no judge of
+    the run are not listed (their verdicts are unmatched)."""
+    declared = {judge.name: judge for spec in FAMILIES.values() for judge in spec.judges}
+    counted = c.judge_counts(counts)
+    block = {}
+    for name in sorted(set(judge_names) | (set(counted) & set(declared))):
+        judge = declared[name]
+        block[name] = {"family": judge.family, "fingerprint": judge.fingerprint(),
+                       **counted.get(name, dict.fromkeys(c.JUDGE_COUNTERS, 0))}
+    return block
+
+
+def verdict_conservation(counts: Mapping[str, int], judges: Mapping[str, Mapping[str, int]], *, provable: bool) -> dict:
+    """Verdict records are inputs (SPEC §4.3): every one read is applied (pass, fail or unsure on its
+    attempt), superseded, unusable, stale, unmatched (no attempt of the run it could apply to, or a
+    judge the run does not have) or a dead letter."""
+    def n(name: str) -> int:
+        return int(counts.get(name, 0))
+
+    counted = c.judge_counts(counts)  # every judge named, those of the run or not
+    applied = sum(v[verdict] for v in counted.values() for verdict in JUDGE_VERDICTS)
+    parts = {name: sum(v[name] for v in counted.values())
+             for name in (c.JUDGE_SUPERSEDED, c.JUDGE_UNUSABLE, c.JUDGE_STALE, c.JUDGE_UNMATCHED)}
+    parts[c.JUDGE_UNMATCHED] += n(c.VERDICTS_OTHER_JUDGE) + n(c.VERDICTS_UNRESOLVED)
+    verdicts_in, dead = n(c.records_in(INPUT_VERDICTS)), n(c.dead_letters(INPUT_VERDICTS))
+    return {"verdicts_in": verdicts_in, "applied": applied, **parts, "dead_letters": dead,
+            "holds": provable and verdicts_in == applied + sum(parts.values()) + dead}
 
 
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:

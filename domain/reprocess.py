@@ -33,12 +33,15 @@ from domain.intake import (
     INPUT_CANDIDATES,
     INPUT_PRIOR_REGISTRIES,
     INPUT_TRANSCRIPTS,
+    INPUT_VERDICTS,
     Candidate,
     admit_candidates,
     resolve_transcript,
 )
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
-from domain.rows import artifact_row, dead_letter_row, evaluation_row
+from domain.judges import VerdictEnvelopeError, VerdictRecord, parse_verdict
+from domain.judging import SlotJudging
+from domain.rows import artifact_row, dead_letter_row, evaluation_row, raw_response_sha256
 from domain.run_integrity import NON_ARTIFACT_OUTPUTS, artifact_output
 from domain.slot_decision import SlotDecision, decide_slot
 from domain.source import Transcript
@@ -52,6 +55,10 @@ class RunConfig:
     families: frozenset[str] | None = None
     # SPEC §6.1: one refresh request per slot that rests only on stale attempts.
     refresh_stale: bool = False
+    # SPEC §4.3: the judges of this run, by name (empty: none, the rules alone), and how often an
+    # attempt's judge is asked before the attempt is decided by the rules alone.
+    judges: frozenset[str] = frozenset()
+    max_judge_attempts: int = 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ def process_source_groups(
     ``OUTPUT_LABELS``; artifacts by family, in their order), counts."""
     result = process_source(
         source_id, grouped.get(INPUT_TRANSCRIPTS, ()), grouped.get(INPUT_CANDIDATES, ()), config,
-        prior_registry_lines=grouped.get(INPUT_PRIOR_REGISTRIES, ()),
+        prior_registry_lines=grouped.get(INPUT_PRIOR_REGISTRIES, ()), verdict_lines=grouped.get(INPUT_VERDICTS, ()),
     )
     outputs: dict[str, Sequence[dict]] = {}
     for row in result.artifacts:
@@ -93,12 +100,14 @@ def process_source(
     candidate_lines: Sequence[bytes],
     config: RunConfig = RunConfig(),
     prior_registry_lines: Sequence[bytes] = (),
+    verdict_lines: Sequence[bytes] = (),
 ) -> SourceResult:
     """Every output row for one source.
 
     ``prior_registry_lines`` are canonical registry artifacts of an earlier run
     (the optional prior-registry input): their names count for occurrence
     membership together with the registries accepted in this run.
+    ``verdict_lines`` are verdict records (SPEC §3.3) naming this source's candidates.
     """
     counts: Counter[str] = Counter()
     dead: list[dict] = []
@@ -115,6 +124,8 @@ def process_source(
         _dead(dead, counts, INPUT_CANDIDATES, reason, line)
     if admission.filtered:
         counts[counters.FILTERED] += admission.filtered
+    verdicts = _verdicts_by_candidate(verdict_lines, admission.admitted if transcript is not None else (), config,
+                                      dead, counts)
     if transcript is None:
         return SourceResult(dead_letters=tuple(dead), counts=dict(counts))
 
@@ -122,7 +133,7 @@ def process_source(
     for cand in admission.admitted:
         slots[(cand.family, cand.chunk_id)].append(cand)
 
-    run = _SourceRun(transcript, config, counts, prior_names)
+    run = _SourceRun(transcript, config, counts, prior_names, verdicts)
     for family_key, chunk_id in sorted(slots, key=lambda s: (ROLE_ORDER.index(FAMILIES[s[0]].role), s[0], s[1])):
         run.decide(FAMILIES[family_key], chunk_id, slots[(family_key, chunk_id)])
     run.check_artifact_ids()
@@ -160,6 +171,33 @@ def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, 
     return None, kind, set(names)
 
 
+def _verdicts_by_candidate(lines: Sequence[bytes], admitted: Sequence[Candidate], config: RunConfig,
+                           dead: list[dict], counts: Counter) -> dict[str, tuple[VerdictRecord, ...]]:
+    """The verdict records that name an admitted candidate of this source, by candidate id (SPEC §4.3):
+    the envelope read (a bad one is a dead letter), the judge one of this run's for the candidate's
+    family (else counted as another judge's), the candidate id and raw-response hash matched (else
+    unmatched). Whether each is usable is decided with its attempt (``domain.judging``)."""
+    if not lines:
+        return {}
+    by_id = {cand.candidate_id: cand for cand in admitted}
+    found: dict[str, list[VerdictRecord]] = defaultdict(list)
+    for line in lines:
+        try:
+            verdict = parse_verdict(line)
+        except VerdictEnvelopeError as exc:
+            _dead(dead, counts, INPUT_VERDICTS, str(exc), line)
+            continue
+        cand = by_id.get(verdict.candidate_id)
+        if verdict.judge not in config.judges or (
+                cand is not None and verdict.judge not in {j.name for j in FAMILIES[cand.family].judges}):
+            counts[counters.VERDICTS_OTHER_JUDGE] += 1
+        elif cand is None or verdict.judged_sha256 != raw_response_sha256(cand.raw_response):
+            counts[counters.judge(verdict.judge, counters.JUDGE_UNMATCHED)] += 1
+        else:
+            found[verdict.candidate_id].append(verdict)
+    return {cid: tuple(found_verdicts) for cid, found_verdicts in found.items()}
+
+
 def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:
     dead.append(dead_letter_row(input_name, reason, line))
     counts[counters.dead_letters(input_name)] += 1
@@ -172,9 +210,15 @@ class _SourceRun:
     counts; remembers each accepted registry for the slots decided after it."""
 
     def __init__(
-        self, transcript: Transcript, config: RunConfig, counts: Counter, prior_names: Mapping[str, frozenset[str]] = {}
+        self, transcript: Transcript, config: RunConfig, counts: Counter, prior_names: Mapping[str, frozenset[str]] = {},
+        verdicts: Mapping[str, tuple[VerdictRecord, ...]] = {},
     ) -> None:
         self.transcript = transcript
+        # SPEC §4.3: the run's judges per family (only families that declare some), and the verdicts.
+        self.judges = {key: tuple(j for j in spec.judges if j.name in config.judges)
+                       for key, spec in FAMILIES.items() if spec.judges}
+        self.verdicts = verdicts
+        self.max_judge_attempts = config.max_judge_attempts
         # Per registry kind: folded names from the prior-registry input; they join this run's registry.
         self.prior_names = prior_names
         self.max_attempts = config.max_attempts
@@ -200,7 +244,8 @@ class _SourceRun:
         """Decide the slot and write what the decision says: one evaluation row per verdict, the
         artifact of the accepted attempt (its registry remembered), the request, the counts."""
         decision = decide_slot(spec, chunk_id, attempts, self._context(spec, chunk_id),
-                               max_attempts=self.max_attempts, refresh_stale=self.refresh_stale)
+                               max_attempts=self.max_attempts, refresh_stale=self.refresh_stale,
+                               judging=self._judging(spec, chunk_id, attempts))
         counts = self.counts
         for key, n in decision.counts:
             counts[key] += n
@@ -218,12 +263,22 @@ class _SourceRun:
                 self._remember_registry(spec, chunk_id, adapted.records)
             self.artifacts.append(artifact_row(
                 spec.key, chunk_id, verdicts[accepted][0], [spec.durable_record(record) for record in adapted.records],
-                adapted.earliest_evidence_unit_id, spec.validator_policy_fingerprint()))
+                adapted.earliest_evidence_unit_id, spec.validator_policy_fingerprint(), list(decision.judged_by)))
             self.artifact_rows.append((spec.key, first_row + accepted))
             self.accepted_survival.append((spec, decision.survives))
         if decision.request is not None:
             self.retry_requests.append(decision.request)
+        self.retry_requests.extend(decision.judge_requests)
         return decision
+
+    def _judging(self, spec: FamilySpec, chunk_id: str, attempts: list[Candidate]) -> SlotJudging | None:
+        """What the run's judges bring to the slot; None when none of them judges its family."""
+        judges = self.judges.get(spec.key)
+        if not judges:
+            return None
+        verdicts = {c.candidate_id: self.verdicts[c.candidate_id] for c in attempts if c.candidate_id in self.verdicts}
+        forbidden = (self.transcript.source_id, chunk_id, *(c.candidate_id for c in attempts))
+        return SlotJudging(judges, verdicts, self.max_judge_attempts, forbidden)
 
     def _context(self, spec: FamilySpec, chunk_id: str) -> EvaluationContext | None:
         """What the slot's validators see; None when a prerequisite is missing (deferred)."""

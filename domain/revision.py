@@ -25,7 +25,8 @@ from typing import Any, Sequence
 
 KIND_RETRY = "retry"
 KIND_REFRESH = "refresh"
-REQUEST_KINDS = (KIND_RETRY, KIND_REFRESH)
+KIND_JUDGE = "judge"  # a semantic judge's verdict on an attempt (SPEC §4.3)
+REQUEST_KINDS = (KIND_RETRY, KIND_REFRESH, KIND_JUDGE)
 
 # The highest attempt number: the candidate envelope accepts attempts 1..this (the signed 32-bit
 # range), so a request for a later attempt could never be answered. The one definition: the

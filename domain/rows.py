@@ -24,7 +24,7 @@ import hashlib
 from typing import Any, Literal, Protocol, TypedDict
 
 from domain.issues import Issue, operator_issue_records
-from domain.revision import KIND_REFRESH, KIND_RETRY
+from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY
 
 SCHEMA_VERSION = "v1"
 
@@ -64,6 +64,13 @@ class ProducerRow(TypedDict):
     model: str
 
 
+class JudgedByRow(TypedDict):
+    judge: str
+    judge_fingerprint: str
+    verdict_id: str
+    verdict: Literal["pass", "unsure"]
+
+
 class ProvenanceRow(TypedDict):
     candidate_id: str
     attempt: int
@@ -72,6 +79,7 @@ class ProvenanceRow(TypedDict):
     schema_fingerprint: str
     raw_response: str
     raw_response_sha256: str
+    judged_by: list[JudgedByRow]
 
 
 class ArtifactRow(TypedDict):
@@ -88,7 +96,7 @@ class ArtifactRow(TypedDict):
 
 class RequestRow(TypedDict):
     request_id: str
-    kind: Literal["retry", "refresh"]
+    kind: Literal["retry", "refresh", "judge"]
     family: str
     source_id: str
     chunk_id: str
@@ -99,12 +107,16 @@ class RequestRow(TypedDict):
     schema_fingerprint: str
     validator_policy_fingerprint: str
     input_fingerprint: str | None
+    # Judge requests (SPEC §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
+    candidate_sha256: str | None
+    judge: str | None
+    judge_fingerprint: str | None
 
 
 class DeadLetterRow(TypedDict):
     # The job's inputs (domain.intake); export-batch writes the same rows for its own inputs
     # (retry_requests, registries) to its JSON Lines dead letters.
-    input: Literal["transcripts", "candidates", "prior_registries"]
+    input: Literal["transcripts", "candidates", "prior_registries", "verdicts"]
     reason: str
     payload: str
     payload_encoding: Literal["utf-8", "base64"]
@@ -165,7 +177,8 @@ def artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, r
 
 
 def artifact_row(family: str, chunk_id: str, cand: Candidate, records: list[dict[str, Any]],
-                 earliest_evidence_unit_id: int | None, policy: str) -> ArtifactRow:
+                 earliest_evidence_unit_id: int | None, policy: str,
+                 judged_by: list[JudgedByRow] | None = None) -> ArtifactRow:
     """The canonical artifact of an accepted slot (SPEC §6), the raw response kept byte for byte."""
     raw_sha = raw_response_sha256(cand.raw_response)
     return {
@@ -184,6 +197,7 @@ def artifact_row(family: str, chunk_id: str, cand: Candidate, records: list[dict
             "schema_fingerprint": cand.schema_fingerprint,
             "raw_response": cand.raw_response,
             "raw_response_sha256": raw_sha,
+            "judged_by": judged_by or [],
         },
         "validator_policy_fingerprint": policy,
     }
@@ -215,6 +229,9 @@ def retry_request_row(family: str, chunk_id: str, latest: Candidate, attempt: in
         "validator_policy_fingerprint": policy,
         # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise.
         "input_fingerprint": input_fingerprint,
+        "candidate_sha256": None,
+        "judge": None,
+        "judge_fingerprint": None,
     }
 
 
@@ -237,6 +254,36 @@ def refresh_request_row(family: str, chunk_id: str, replaced: Candidate, attempt
         "schema_fingerprint": schema_fingerprint,
         "validator_policy_fingerprint": policy,
         "input_fingerprint": input_fingerprint,
+        "candidate_sha256": None,
+        "judge": None,
+        "judge_fingerprint": None,
+    }
+
+
+def judge_request_row(family: str, chunk_id: str, judged: Candidate, judge: str, judge_fingerprint: str, asked: int,
+                      prompt_fingerprint: str, schema_fingerprint: str, policy: str,
+                      input_fingerprint: str | None) -> RequestRow:
+    """A semantic judge's verdict asked on one attempt (SPEC §4.3): ``attempt`` is the judged
+    attempt's own number; the id names the attempt's content, the judge's fingerprint and how many
+    unusable answers came before (``asked``), so asking again is another request."""
+    raw_sha = raw_response_sha256(judged.raw_response)
+    return {
+        "request_id": "j-" + sha256_hex(KIND_JUDGE, family, judged.source_id, chunk_id, judged.candidate_id, raw_sha,
+                                        judge, judge_fingerprint, str(asked))[:32],
+        "kind": KIND_JUDGE,
+        "family": family,
+        "source_id": judged.source_id,
+        "chunk_id": chunk_id,
+        "candidate_id": judged.candidate_id,
+        "attempt": judged.attempt,
+        "correction_guidance": "",
+        "prompt_fingerprint": prompt_fingerprint,
+        "schema_fingerprint": schema_fingerprint,
+        "validator_policy_fingerprint": policy,
+        "input_fingerprint": input_fingerprint,
+        "candidate_sha256": raw_sha,
+        "judge": judge,
+        "judge_fingerprint": judge_fingerprint,
     }
 
 

@@ -35,9 +35,11 @@ CONSERVATION_BLOCKS = (
     ("conservation", "candidates_in", ("evaluations", "dead_letters", "filtered"), "candidates"),
     ("transcript_conservation", "transcripts_in", ("usable", "dead_letters"), "transcripts"),
     ("prior_registry_conservation", "prior_registries_in", ("valid", "dead_letters"), "prior_registries"),
+    ("verdict_conservation", "verdicts_in", ("applied", "superseded", "unusable", "stale", "unmatched", "dead_letters"),
+     "verdicts"),
 )
 # outputs.* as domain.manifest writes them; retry_requests/ holds the retry and the refresh requests.
-OUTPUT_COUNTS = ("artifacts", "retry_requests", "refresh_requests", "evaluations", "dead_letters")
+OUTPUT_COUNTS = ("artifacts", "retry_requests", "refresh_requests", "judge_requests", "evaluations", "dead_letters")
 
 
 class ManifestError(ValueError):
@@ -431,9 +433,10 @@ def _count_problems(read: _ManifestReader, rows: Mapping[str, int], families: li
     problems += refresh_problems
     problems += _contradiction("outputs.refresh_requests", outputs["refresh_requests"], "refresh.refresh_requests",
                                refresh_requests)
-    retries, refreshes = outputs["retry_requests"], outputs["refresh_requests"]
-    if retries is not None and refreshes is not None:
-        files_hold("retry_requests", retries + refreshes, f" ({retries} retry + {refreshes} refresh requests)")
+    retries, refreshes, judge_requests = outputs["retry_requests"], outputs["refresh_requests"], outputs["judge_requests"]
+    if retries is not None and refreshes is not None and judge_requests is not None:
+        files_hold("retry_requests", retries + refreshes + judge_requests,
+                   f" ({retries} retry + {refreshes} refresh + {judge_requests} judge requests)")
 
     # evaluations/: a row per candidate evaluated.
     evaluations = read.count("conservation", "evaluations")

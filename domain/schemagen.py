@@ -1,5 +1,5 @@
 """``python -m domain.schemagen``: write every generated contract under ``assets/`` (durable artifact
-schemas per family, the output rows' JSON Schema, Avro and Arrow schemas). The generators are the library
+schemas per family, the output rows' JSON Schema, Avro and Arrow schemas, each judge's response schema). The generators are the library
 ``domain.schemas``; tests compare the files with what it generates, so a stale file fails the suite.
 """
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from domain.families import FAMILIES
+from domain.judges import generated_judge_schemas
 from domain.schemas import (generated_evaluation_schemas, generated_output_schemas, generated_request_schemas,
                             generated_schemas, generated_slot_change_schemas)
 
@@ -20,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
             (root / path).write_bytes(data)
             print(f"wrote assets/{path}")
     for path, data in {**generated_request_schemas(), **generated_slot_change_schemas()}.items():
+        (root / path).write_bytes(data)
+        print(f"wrote assets/{path}")
+    for path, data in generated_judge_schemas().items():
         (root / path).write_bytes(data)
         print(f"wrote assets/{path}")
     for path, data in {**generated_evaluation_schemas(), **generated_output_schemas()}.items():

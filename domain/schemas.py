@@ -18,6 +18,7 @@ import orjson
 
 from domain.evidence_contract import DURABLE_EVIDENCE
 from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
+from domain.judges import PASSING_JUDGE_VERDICTS
 from domain.revision import REQUEST_KINDS
 from domain.rows import VERDICTS
 
@@ -41,7 +42,7 @@ def durable_json_schema(family: str, record_schema: dict) -> dict:
         "type": "object",
         "additionalProperties": False,
         "required": ["candidate_id", "attempt", "producer", "prompt_fingerprint", "schema_fingerprint",
-                     "raw_response", "raw_response_sha256"],
+                     "raw_response", "raw_response_sha256", "judged_by"],
         "properties": {
             "candidate_id": string(),
             "attempt": {"type": "integer", "minimum": 1},
@@ -53,6 +54,17 @@ def durable_json_schema(family: str, record_schema: dict) -> dict:
             "schema_fingerprint": string(),
             "raw_response": {"type": "string", "description": "The provider's response, byte for byte."},
             "raw_response_sha256": string("^[0-9a-f]{64}$"),
+            "judged_by": {
+                "type": "array",
+                "description": "The judges' verdicts the accepted attempt passed (SPEC §4.3); empty when no judge "
+                               "ran for it.",
+                "items": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["judge", "judge_fingerprint", "verdict_id", "verdict"],
+                    "properties": {"judge": string(), "judge_fingerprint": string("^sha256:[0-9a-f]{64}$"),
+                                   "verdict_id": string(), "verdict": {"enum": list(PASSING_JUDGE_VERDICTS)}},
+                },
+            },
         },
     }
     return {
@@ -154,6 +166,13 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
                     {"name": "schema_fingerprint", "type": "string"},
                     {"name": "raw_response", "type": "string"},
                     {"name": "raw_response_sha256", "type": "string"},
+                    {"name": "judged_by", "type": {"type": "array", "items": {
+                        "type": "record", "name": "JudgedBy", "fields": [
+                            {"name": "judge", "type": "string"}, {"name": "judge_fingerprint", "type": "string"},
+                            {"name": "verdict_id", "type": "string"},
+                            {"name": "verdict", "type": {"type": "enum", "name": "PassingJudgeVerdict",
+                                                         "symbols": list(PASSING_JUDGE_VERDICTS)}}]}},
+                     "default": []},
                 ]}},
             {"name": "validator_policy_fingerprint", "type": "string"},
         ],
@@ -309,21 +328,22 @@ def request_json_schema() -> dict:
     fingerprint = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "Retry or refresh request (v1)",
+        "title": "Retry, refresh or judge request (v1)",
         "type": "object",
         "additionalProperties": False,
         "required": ["request_id", "kind", "family", "source_id", "chunk_id", "candidate_id", "attempt",
                      "correction_guidance", "prompt_fingerprint", "schema_fingerprint", "validator_policy_fingerprint",
-                     "input_fingerprint"],
+                     "input_fingerprint", "candidate_sha256", "judge", "judge_fingerprint"],
         "properties": {
             "request_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
             "kind": {"enum": list(REQUEST_KINDS),
-                     "description": "retry: correct a failing attempt; refresh: extract again after a prompt revision"},
+                     "description": "retry: correct a failing attempt; refresh: extract again after a prompt revision; "
+                                    "judge: a semantic judge's verdict on an attempt (SPEC §4.3)"},
             "family": {"type": "string"},
             "source_id": {"type": "string"},
             "chunk_id": {"type": "string"},
             "candidate_id": {"type": "string"},
-            "attempt": {"type": "integer", "minimum": 2},
+            "attempt": {"type": "integer", "minimum": 1},
             "correction_guidance": {"type": "string"},
             "prompt_fingerprint": fingerprint,
             "schema_fingerprint": fingerprint,
@@ -332,13 +352,25 @@ def request_json_schema() -> dict:
                 "type": ["string", "null"], "pattern": "^sha256:[0-9a-f]{64}$",
                 "description": "reconciliations: the fingerprint of the entry list the request was built with "
                                "(SPEC §4.1); null for every other family"},
+            "candidate_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$",
+                                 "description": "judge requests: sha256 of the judged attempt's raw response"},
+            "judge": {"type": ["string", "null"], "description": "judge requests: the judge's name"},
+            "judge_fingerprint": {"type": ["string", "null"], "pattern": "^sha256:[0-9a-f]{64}$",
+                                  "description": "judge requests: the judge's fingerprint (prompt and schema)"},
         },
-        # A retry always says what to correct; a refresh never does.
+        # A retry always says what to correct; a refresh or a judge request never does. A retry or refresh
+        # asks for a new attempt (2 or more); a judge request names the attempt it judges and its judge.
         "allOf": [
             {"if": {"properties": {"kind": {"const": "retry"}}},
              "then": {"properties": {"correction_guidance": {"minLength": 1}}}},
-            {"if": {"properties": {"kind": {"const": "refresh"}}},
+            {"if": {"properties": {"kind": {"enum": ["refresh", "judge"]}}},
              "then": {"properties": {"correction_guidance": {"maxLength": 0}}}},
+            {"if": {"properties": {"kind": {"enum": ["retry", "refresh"]}}},
+             "then": {"properties": {"attempt": {"minimum": 2}, "candidate_sha256": {"type": "null"},
+                                     "judge": {"type": "null"}, "judge_fingerprint": {"type": "null"}}}},
+            {"if": {"properties": {"kind": {"const": "judge"}}},
+             "then": {"properties": {"candidate_sha256": {"type": "string"}, "judge": {"type": "string"},
+                                     "judge_fingerprint": {"type": "string"}}}},
         ],
     }
 
@@ -366,6 +398,12 @@ def request_avro_schema() -> dict:
             {"name": "input_fingerprint", "type": ["null", string], "default": None,
              "doc": "Reconciliations: the fingerprint of the entry list the request was built with (SPEC §4.1); "
                     "null for every other family."},
+            {"name": "candidate_sha256", "type": ["null", string], "default": None,
+             "doc": "Judge requests: sha256 of the judged attempt's raw response (SPEC §4.3); null otherwise."},
+            {"name": "judge", "type": ["null", string], "default": None,
+             "doc": "Judge requests: the judge's name; null otherwise."},
+            {"name": "judge_fingerprint", "type": ["null", string], "default": None,
+             "doc": "Judge requests: the judge's fingerprint (its prompt and schema); null otherwise."},
         ],
     }
 

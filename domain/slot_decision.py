@@ -40,7 +40,9 @@ from domain.frozen import quick_init
 from domain.intake import Candidate
 from domain.issues import Correction, Issue, render_guidance
 from domain.revision import MAX_ATTEMPT_NUMBER, choose_accepted, current_flags, next_attempt, refresh_due
+from domain.judging import SlotJudging, count_unjudged, walk_judges
 from domain.rows import (
+    JudgedByRow,
     VERDICT_ACCEPTED,
     VERDICT_DEFERRED,
     VERDICT_REJECTED,
@@ -79,6 +81,10 @@ class SlotDecision:
     accepted: int = -1
     adapted: Adapted | None = None
     request: RequestRow | None = None
+    # SPEC §4.3: the judge requests of a slot waiting on its judges (never with ``request``), and the
+    # verdicts the accepted attempt passed (its artifact's ``judged_by``).
+    judge_requests: tuple[RequestRow, ...] = ()
+    judged_by: tuple[JudgedByRow, ...] = ()
 
     @property
     def survives(self) -> bool:
@@ -91,7 +97,7 @@ _PASSING = (VERDICT_ACCEPTED, VERDICT_SUPERSEDED)
 
 
 def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], ctx: EvaluationContext | None, *,
-                max_attempts: int, refresh_stale: bool) -> SlotDecision:
+                max_attempts: int, refresh_stale: bool, judging: SlotJudging | None = None) -> SlotDecision:
     """The decision of the slot ``(spec, chunk_id)`` of ``ctx``'s source over ``attempts``
     (any order; each attempt's candidate id is unique in the source)."""
     attempts = sorted(attempts, key=attempt_order)
@@ -105,6 +111,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
 
     if ctx is None:  # a prerequisite registry is missing: nothing can be checked yet
         counts.append((keys.deferred, 1))
+        count_unjudged(judging, attempts, counts)
         return SlotDecision(OUTCOME_DEFERRED, tuple((cand, VERDICT_DEFERRED, (), 0) for cand in attempts),
                             tuple(counts))
 
@@ -118,21 +125,40 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         if any(other_list):
             judged = [c for c, other in zip(attempts, other_list) if not other]
             counts.append((keys.entry_list_changed, len(attempts) - len(judged)))
+            count_unjudged(judging, [c for c, other in zip(attempts, other_list) if other], counts)
             if not judged:
                 return _wait_for_current_list(spec, chunk_id, ctx, attempts, list_fp, prompt_fp, schema_fp, keys,
                                               counts, refresh_stale)
             current = [fresh for fresh, other in zip(current, other_list) if not other]
 
     results = [evaluate_response(spec, cand.raw_response, ctx) for cand in judged]
-    chosen = choose_accepted([r.passed for r in results], current)
+    # Attempts are sorted by number, so the last is the slot's highest: at the bound no
+    # request can be numbered (the envelope would refuse its answer), whatever the budget.
+    # A request is numbered above every attempt, those made for another list included.
+    attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
+    walk = None
+    if judging is not None and judging.judges:
+        # SPEC §4.3: a slot that a refresh request will replace is decided by the rules alone.
+        rules_only = refresh_stale and not any(current) and not attempts_spent
+        walk = walk_judges(spec, chunk_id, judged, results, current, judging, rules_only=rules_only,
+                           fingerprints=assets, input_fingerprint=list_fp, known=ctx.transcript.index, counts=counts)
+        chosen = walk.chosen
+    else:
+        chosen = choose_accepted([r.passed for r in results], current)
     verdicts: list[AttemptVerdict] = []
     for n, result in enumerate(results):
         # Invariant failures are our bugs: counted for operators, never shown to a producer.
         issues = result.issues
         if issues and (invariant_failures := sum(map(is_invariant_issue, issues))):
             counts.append((keys.invariant_failures, invariant_failures))
+        if walk is not None:
+            issues = issues + walk.rejected.get(n, ()) + walk.notes.get(n, ())
         if n == chosen:
             verdict = VERDICT_ACCEPTED
+        elif walk is not None and n in walk.rejected:
+            verdict = VERDICT_REJECTED
+        elif walk is not None and walk.awaiting is not None and result.passed:
+            verdict = VERDICT_DEFERRED  # the attempt the slot waits on, and those after it in the walk
         elif result.passed:
             verdict = VERDICT_SUPERSEDED
             counts.append((keys.superseded, 1))
@@ -143,10 +169,10 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
     if judged is not attempts:  # the attempts made for another list wait; verdicts stay in attempt order
         verdicts, accepted = _with_waiting_attempts(spec, attempts, verdicts, accepted, list_fp)
 
-    # Attempts are sorted by number, so the last is the slot's highest: at the bound no
-    # request can be numbered (the envelope would refuse its answer), whatever the budget.
-    # A request is numbered above every attempt, those made for another list included.
-    attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
+    if walk is not None and walk.awaiting is not None:
+        # SPEC §4.3: the slot waits for its judges; never a judge request and a retry or refresh together.
+        counts.append((keys.deferred, 1))
+        return SlotDecision(OUTCOME_DEFERRED, tuple(verdicts), tuple(counts), judge_requests=tuple(walk.requests))
     request: RequestRow | None = None
     adapted: Adapted | None = None
     if chosen is not None:
@@ -159,11 +185,12 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         adapted = results[chosen].adapted
         assert adapted is not None  # a passing result always has its typed candidate
     elif attempts[-1].attempt < max_attempts and not attempts_spent:
-        # The latest attempt judged (made for the current list) is the one corrected.
+        # The latest attempt judged (made for the current list) is the one corrected; a judge's fail
+        # is among its issues.
         outcome = OUTCOME_RETRY
         counts.append((keys.retry, 1))
-        request = _retry_request(spec, chunk_id, judged[-1], results[-1], attempts[-1].attempt + 1,
-                                 prompt_fp, schema_fp, list_fp)
+        request = _retry_request(spec, chunk_id, judged[-1], verdicts_issues(verdicts, judged[-1], results[-1]),
+                                 attempts[-1].attempt + 1, prompt_fp, schema_fp, list_fp)
     else:
         outcome = OUTCOME_EXHAUSTED
         counts.append((keys.exhausted, 1))
@@ -173,7 +200,16 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
             replaced = judged[-1] if chosen is None else judged[chosen]
             request = _refresh_request(spec, chunk_id, ctx, replaced, attempts, prompt_fp, schema_fp, list_fp, keys,
                                        counts)
-    return SlotDecision(outcome, tuple(verdicts), tuple(counts), accepted, adapted, request)
+    return SlotDecision(outcome, tuple(verdicts), tuple(counts), accepted, adapted, request,
+                        judged_by=tuple(walk.judged_by) if walk is not None else ())
+
+
+def verdicts_issues(verdicts: Sequence[AttemptVerdict], cand: Candidate, result: CandidateResult) -> tuple[Issue, ...]:
+    """The issues of ``cand`` as its evaluation row has them (the rules', and a judge's fail)."""
+    for verdict in verdicts:
+        if verdict[0] is cand:
+            return verdict[2]
+    return result.issues
 
 
 def _with_waiting_attempts(spec: FamilySpec, attempts: Sequence[Candidate], judged: list[AttemptVerdict],
@@ -215,9 +251,8 @@ def _wait_for_current_list(spec: FamilySpec, chunk_id: str, ctx: EvaluationConte
     return SlotDecision(OUTCOME_DEFERRED, verdicts, tuple(counts), request=request)
 
 
-def _retry_request(spec: FamilySpec, chunk_id: str, latest: Candidate, result: CandidateResult, attempt: int,
+def _retry_request(spec: FamilySpec, chunk_id: str, latest: Candidate, issues: tuple[Issue, ...], attempt: int,
                    prompt_fp: str, schema_fp: str, input_fp: str | None) -> RequestRow:
-    issues = result.issues
     if not any(issue.correction is not None for issue in issues):
         # Only operator-side findings: speak of the response the producer controls, nothing else.
         issues = issues + (FALLBACK_ISSUE,)

@@ -71,6 +71,13 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--refresh-stale", "Write one refresh request per slot that rests only on attempts made under an "
                                  "earlier prompt or schema (SPEC 6.1): a new extraction under the current prompt.",
               default=False, switch=True),
+    JobOption("--judges", "Semantic judges to run (SPEC 4.3, docs/judges.md): comma-separated judge names, or all "
+                          "(default: none, the deterministic validators alone)."),
+    JobOption("--verdicts", "Optional glob of verdict records (the judges' answers, import-batch's verdicts.jsonl; "
+                            "JSON Lines, .gz, Avro or Parquet) to apply."),
+    JobOption("--max-judge-attempts", "Judge requests per attempt and judge without a usable answer before the "
+                                      "attempt is decided by the rules alone (default 2).", default=2, type=int,
+              minimum=1, maximum=100),
     JobOption("--max-record-bytes", "Records larger than this become dead letters (default 8 MiB).",
               default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
     JobOption("--progress-seconds", "Log progress on stderr at most this often, in seconds (default 5; 0: never).",
@@ -109,6 +116,20 @@ def required_files(flag: str, pattern: str) -> list[str]:
 def parse_families(value: str | None) -> frozenset[str] | None:
     """``--families a,b`` -> the chosen family keys (None: all); unknown keys stop the command."""
     return parse_choices(value, FAMILIES, "--families", "family")
+
+
+def declared_judges() -> dict[str, str]:
+    """Judge name -> the family that declares it (SPEC §4.3: judges are declared with their family)."""
+    return {judge.name: spec.key for spec in FAMILIES.values() for judge in spec.judges}
+
+
+def parse_judges(value: str | None) -> frozenset[str]:
+    """``--judges a,b`` or ``all`` -> the chosen judge names (empty: none); unknown names stop the command."""
+    if value is None:
+        return frozenset()
+    if value.strip() == "all":
+        return frozenset(declared_judges())
+    return parse_choices(value, declared_judges(), "--judges", "judge") or frozenset()
 
 
 class ReprocessOptions(PipelineOptions):
@@ -247,6 +268,9 @@ def check_values(opts: ReprocessOptions) -> None:
     """The job's options: the table's checks, and ``--families`` naming known families."""
     check_option_values(opts, JOB_OPTIONS)
     parse_families(opts.families)
+    judges = parse_judges(opts.judges)
+    if opts.verdicts is not None and not judges:
+        raise OptionsError("--verdicts needs --judges: name the judges whose verdicts to apply (or --judges all)")
 
 
 class _CommandParser(argparse.ArgumentParser):

@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from domain.assets import (
     CANDIDATE_INPUT_SCHEMA,
     TRANSCRIPT_INPUT_SCHEMA,
+    VERDICT_INPUT_SCHEMA,
     durable_avro_schema_path,
     input_field_shape,
     load_json_asset,
@@ -38,12 +39,14 @@ from domain.counters import OUTCOMES
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
-from domain.reprocess import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, OUTPUT_LABELS, RunConfig, process_source_groups
-from domain.run_integrity import (ARTIFACTS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
+from domain.counters import VERDICTS_UNRESOLVED
+from domain.reprocess import (INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, INPUT_VERDICTS, OUTPUT_LABELS,
+                              RunConfig, process_source_groups)
+from domain.run_integrity import (ARTIFACTS, CONSERVATION_BLOCKS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines.guards import claimed_output, command_as_typed
 from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
-                               parse_families, refuse_repeated, required_files, wants_help)
+                               parse_families, parse_judges, refuse_repeated, required_files, wants_help)
 from pipelines.interruption import run_command
 from runners import errors as runner_errors
 from runners.collector import freeze_for_exit
@@ -53,6 +56,7 @@ from runners.workarounds import send_stage_inputs_whole
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
+from transforms.resolve import KeyThroughIndex
 from transforms.files import SUFFIX_FORMATS, format_of
 from domain.schemas import arrow_schema_path
 from transforms.write import OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
@@ -90,13 +94,15 @@ class JobSettings:
     progress_seconds: float = 0.0
     config: RunConfig = RunConfig()
     runner: str = DEFAULT_RUNNER
+    verdicts: str | None = None  # SPEC §3.3: the judges' answers, joined to their candidates
 
     @classmethod
     def from_options(cls, opts: ReprocessOptions, runner: str) -> "JobSettings":
         config = RunConfig(max_attempts=opts.max_attempts, families=parse_families(opts.families),
-                           refresh_stale=bool(opts.refresh_stale))
+                           refresh_stale=bool(opts.refresh_stale), judges=parse_judges(opts.judges),
+                           max_judge_attempts=opts.max_judge_attempts)
         return cls(opts.transcripts, opts.candidates, opts.output, opts.output_format, opts.prior_registries,
-                   opts.max_record_bytes, opts.progress_seconds, config, runner)
+                   opts.max_record_bytes, opts.progress_seconds, config, runner, opts.verdicts)
 
     def inputs(self) -> tuple[KeyedInput, ...]:
         inputs = [
@@ -128,6 +134,8 @@ class JobSettings:
             "families": sorted(self.config.families) if self.config.families else None,
             "max_record_bytes": self.max_record_bytes, "prior_registries": self.prior_registries,
             "refresh_stale": self.config.refresh_stale,
+            "judges": sorted(self.config.judges), "verdicts": self.verdicts,
+            "max_judge_attempts": self.config.max_judge_attempts,
         }
 
 
@@ -153,6 +161,15 @@ class ReprocessJob(beam.PTransform):
         s = self.settings
         # The read step's dead letters and counts ride through the per-source step (one output: Flink).
         read = pbegin | "Read" >> ReadKeyedInputs(s.inputs(), dead_letters_label="dead_letters")
+        if s.verdicts:  # SPEC §3.3: verdicts name candidates, not sources: keyed through the candidates
+            verdicts = pbegin | "Verdicts" >> KeyThroughIndex(
+                KeyedInput(s.verdicts, INPUT_VERDICTS, "candidate_id", s.max_record_bytes,
+                           fields=input_field_shape(VERDICT_INPUT_SCHEMA),
+                           progress=reading_progress(INPUT_VERDICTS, s.progress_seconds)),
+                KeyedInput(s.candidates, INPUT_CANDIDATES, "candidate_id", s.max_record_bytes,
+                           fields=input_field_shape(CANDIDATE_INPUT_SCHEMA)),
+                key_field="source_id", dead_letters_label="dead_letters", unresolved_counter=VERDICTS_UNRESOLVED)
+            read = (read, verdicts) | "WithVerdicts" >> beam.Flatten()
         processed = read | "PerSource" >> JoinAndApply(
             functools.partial(process_source_groups, s.config), OUTPUT_LABELS,
             progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
@@ -205,8 +222,8 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
         opts = options.view_as(ReprocessOptions)
         check_values(opts)
         for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
-                              ("--prior-registries", opts.prior_registries)):
-            if pattern is not None:  # --prior-registries is optional; given, it must match files like the others
+                              ("--prior-registries", opts.prior_registries), ("--verdicts", opts.verdicts)):
+            if pattern is not None:  # the optional inputs, given, must match files like the others
                 required_files(flag, pattern)
     except OptionsError as exc:
         raise SystemExit(f"{PROG}: {exc}") from None
@@ -219,7 +236,7 @@ def output_claim(opts: ReprocessOptions):
     """The job's hold on ``--output`` (pipelines.guards): checked against every input, locked, emptied
     with --overwrite (the earlier manifest first)."""
     patterns = {"--transcripts": opts.transcripts, "--candidates": opts.candidates,
-                "--prior-registries": opts.prior_registries}
+                "--prior-registries": opts.prior_registries, "--verdicts": opts.verdicts}
     return claimed_output(PROG, opts.output, inputs=patterns, writes=sample_outputs(), overwrite=opts.overwrite,
                           remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME)
 
@@ -317,8 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_summary(manifest, opts.output))
     for warning in nothing_usable_warnings(manifest, dead_letter_reasons(manifest)):
         print(warning)
-    holds = all(manifest[block]["holds"] for block in
-                ("conservation", "transcript_conservation", "prior_registry_conservation"))
+    holds = all(manifest[block]["holds"] for block, *_ in CONSERVATION_BLOCKS)
     return 0 if holds else 2
 
 

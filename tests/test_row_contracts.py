@@ -25,7 +25,7 @@ from domain import schemas as schemagen
 from domain.assets import durable_avro_schema_path, durable_schema_path, load_json_asset
 from domain.batch.prompts import RetryRequest, parse_retry_request
 from domain.families import FAMILIES
-from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, parse_candidate
+from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, INPUT_VERDICTS, parse_candidate
 from domain.issues import Correction, Issue
 from domain.revision import REQUEST_KINDS
 
@@ -162,7 +162,7 @@ def test_closed_value_sets_have_one_definition():
     assert get_args(hints["verdict"]) == rows.VERDICTS == schemagen.VERDICTS
     assert get_args(_hints(rows.RequestRow)["kind"]) == REQUEST_KINDS
     dead = _hints(rows.DeadLetterRow)
-    assert get_args(dead["input"]) == (INPUT_TRANSCRIPTS, INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES)
+    assert get_args(dead["input"]) == (INPUT_TRANSCRIPTS, INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_VERDICTS)
     assert get_args(dead["payload_encoding"]) == rows.PAYLOAD_ENCODINGS
 
 

@@ -529,16 +529,16 @@ TAMPERED_COUNTS = {
         "artifacts/combat-turns: the files hold 0 rows, the manifest counts 1",
         "artifacts/spells: the files hold 2 rows, the manifest counts 1"]),
     "outcomes retry, totals.retry and outputs.retry_requests": (_one_more_retry, [
-        "retry_requests: the files hold 3 rows, the manifest counts 4 (4 retry + 0 refresh requests)"]),
+        "retry_requests: the files hold 3 rows, the manifest counts 4 (4 retry + 0 refresh + 0 judge requests)"]),
     "refresh.refresh_requests": (_one_more_refresh, [
-        "retry_requests: the files hold 3 rows, the manifest counts 4 (3 retry + 1 refresh requests)"]),
+        "retry_requests: the files hold 3 rows, the manifest counts 4 (3 retry + 1 refresh + 0 judge requests)"]),
     "outputs.evaluations": (lambda m: m["outputs"].__setitem__("evaluations", m["outputs"]["evaluations"] + 1), [
         "the manifest contradicts itself: outputs.evaluations 20 != conservation.evaluations 19"]),
     "outputs.retry_requests": (lambda m: m["outputs"].__setitem__("retry_requests", 4), [
-        "retry_requests: the files hold 3 rows, the manifest counts 4 (4 retry + 0 refresh requests)",
+        "retry_requests: the files hold 3 rows, the manifest counts 4 (4 retry + 0 refresh + 0 judge requests)",
         "the manifest contradicts itself: outputs.retry_requests 4 != the sum of outcomes.*.retry 3"]),
     "outputs.refresh_requests": (lambda m: m["outputs"].__setitem__("refresh_requests", 1), [
-        "retry_requests: the files hold 3 rows, the manifest counts 4 (3 retry + 1 refresh requests)",
+        "retry_requests: the files hold 3 rows, the manifest counts 4 (3 retry + 1 refresh + 0 judge requests)",
         "the manifest contradicts itself: outputs.refresh_requests 1 != refresh.refresh_requests 0"]),
     "conservation.dead_letters": (_dead_letters_from_filtered, [
         "the manifest contradicts itself: outputs.dead_letters 12 != the dead letters of the conservation blocks 11"]),
@@ -564,7 +564,7 @@ def test_each_count_the_manifest_claims_is_checked(real_manifest, claim):
 def test_the_real_runs_counts_are_what_the_tampering_cases_assume(real_manifest):
     """TAMPERED_COUNTS names the figures of the fixture archive's run; if the archive changes, change them."""
     assert real_manifest["outputs"] == {"artifacts": 8, "dead_letters": 12, "evaluations": 19, "refresh_requests": 0,
-                                        "retry_requests": 3}
+                                        "judge_requests": 0, "retry_requests": 3}
     assert (real_manifest["outcomes"]["spells"]["accepted"], real_manifest["outcomes"]["combat-turns"]["accepted"]) == (2, 0)
     assert real_manifest["refresh"]["refresh_stale"] is False
 

@@ -27,6 +27,7 @@ the file's size or order.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -78,6 +79,9 @@ class KeyedInput:
     fields: dict | None = None
     # Logs how far each worker got (files, records) on stderr; see ``reading_progress``.
     progress: ProgressSpec | None = None
+    # Records keyed by a bucket of their key (its crc32 modulo this) instead of the key itself: many
+    # records per block when keys are nearly unique (``transforms.resolve``). None: the key.
+    key_buckets: int | None = None
 
 
 def _match_input(named_pattern: tuple[str, str]):
@@ -150,7 +154,7 @@ class _ReadAndKey(beam.DoFn):
                     keyed = key_record(line, name, key_field, limit)
                     if isinstance(keyed, dict):
                         dead.append(keyed)
-                    elif blocks.add(*keyed):
+                    elif blocks.add(*(keyed if spec.key_buckets is None else bucketed(keyed, spec.key_buckets))):
                         for key, block in blocks.flush():
                             yield self._keyed((key, (name, block)))
                 if len(dead) >= DEAD_BLOCK_ROWS:
@@ -187,6 +191,15 @@ class _ReadAndKey(beam.DoFn):
             # How many records the damaged part held is unknown: the manifest must not claim conservation.
             counts[counters.unreadable_file(name, path)] = 1
         yield self._counts(name, path, counts)
+
+
+def bucket_of(key: str, buckets: int) -> str:
+    """The bucket of a key (stable across processes and runs: crc32, not ``hash``)."""
+    return str(zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets)
+
+
+def bucketed(keyed: tuple[str, bytes], buckets: int) -> tuple[str, bytes]:
+    return bucket_of(keyed[0], buckets), keyed[1]
 
 
 def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):

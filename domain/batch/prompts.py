@@ -23,7 +23,7 @@ from domain.families import FAMILIES
 from domain.families.base import ListedEntry
 from domain.families.reconciliation import entry_list_fingerprint, render_entry_list, short_fingerprint
 from domain.intake import chunk_problem
-from domain.revision import KIND_REFRESH, KIND_RETRY
+from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY
 from domain.source import Chunk, Transcript
 
 RETRY_REQUEST_SCHEMA = "outputs/retry_request.v1.json"
@@ -61,6 +61,10 @@ class RetryRequest:
     # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise,
     # and in rows of runs made before entry lists had fingerprints.
     input_fingerprint: str | None = None
+    # Judge requests (SPEC §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
+    candidate_sha256: str | None = None
+    judge: str | None = None
+    judge_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,8 @@ def parse_retry_request(raw: bytes) -> RetryRequest:
         record = {**record, "kind": KIND_RETRY}  # rows of runs made before refresh requests existed
     if isinstance(record, dict) and "input_fingerprint" not in record:
         record = {**record, "input_fingerprint": None}  # rows of runs made before entry-list fingerprints
+    if isinstance(record, dict) and "judge" not in record:  # rows of runs made before judges
+        record = {**record, "candidate_sha256": None, "judge": None, "judge_fingerprint": None}
     errors = sorted(_retry_request_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "record"
@@ -117,6 +123,10 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
     spec = FAMILIES.get(request.family)
     if spec is None:
         raise RetryRequestError(f"unknown family {request.family!r}")
+    if request.kind == KIND_JUDGE:
+        raise RetryRequestError(
+            f"judge request {request.request_id!r}: rendering judge requests (the judged attempt's records) is not "
+            "built yet; export the retry and refresh requests with --kinds retry,refresh")
     # The job's chunk admission (domain.intake), in its words: a request is for a chunk a candidate could answer.
     problem = chunk_problem(spec, transcript, request.chunk_id)
     if problem is not None:

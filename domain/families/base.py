@@ -19,6 +19,7 @@ from domain import issues as shared_issues
 from domain.evidence import SourceRef
 from domain.frozen import quick_init
 from domain.issues import Issue
+from domain.judges import JudgeSpec
 from domain.source import Chunk, Transcript
 
 # Roles decide processing order within a source and which prerequisites apply.
@@ -155,6 +156,18 @@ class FamilySpec:
     adapt_in_context: Callable[[Any, EvaluationContext], Adapted] | None = None
     # Anything else that changes behaviour and must move the policy fingerprint.
     policy_extras: Mapping[str, Any] = field(default_factory=dict)
+    # Semantic judges of the family (SPEC §4.3; domain.judges), declared here and nowhere else.
+    judges: tuple[JudgeSpec, ...] = ()
+    # Transcript-grounded name of an adapted record ('the spell "Shield" cast by "SAM"'): how
+    # a judge's problem names its record in guidance. Needed by a family that declares judges.
+    record_subject: Callable[[Any], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.judges and self.record_subject is None:
+            raise ValueError(f"family {self.key!r} declares judges but no record_subject to name their records")
+        for judge in self.judges:
+            if judge.family != self.key:
+                raise ValueError(f"judge {judge.name!r} is declared by {self.key!r} but names family {judge.family!r}")
 
     @property
     def needs_registry(self) -> bool:

@@ -10,6 +10,7 @@ from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, Ev
 from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name, render_number
+from domain.judges import JudgeSpec
 from domain.source import Transcript
 
 KEY = "combat-turns"
@@ -131,4 +132,7 @@ SPEC = FamilySpec(
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
     policy_extras={"first_round": FIRST_ROUND, "max_round": MAX_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
+    judges=(JudgeSpec("combat-semantics", KEY, "the actor acts, the targets are targeted, the turn kind matches the "
+                                               "cited lines"),),
+    record_subject=subject,
 )

@@ -7,6 +7,7 @@ whitespace folding; the accepted registry feeds npc-occurrences membership.
 from __future__ import annotations
 
 from domain.families.base import StrictModel
+from domain.judges import JudgeSpec
 from domain.families.registry_family import RegistryEntry, RegistryFamily
 
 KEY = "npc-registry"
@@ -17,4 +18,5 @@ class NpcRegistryResponse(StrictModel):
 
 
 FAMILY = RegistryFamily(key=KEY, kind="npc", noun="NPC", list_field="npcs", response_model=NpcRegistryResponse)
-SPEC = FAMILY.spec(policy_version="npc-registry-policy-1")
+SPEC = FAMILY.spec(policy_version="npc-registry-policy-1", judges=(
+    JudgeSpec("npc-identity", KEY, "an entry is neither a player character nor a cast member at the table"),))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.judges import JudgeSpec
 from domain.evidence import SourceRef
 from domain.families.base import (
     ROLE_REGISTRY,
@@ -109,7 +110,7 @@ class RegistryFamily:
     def registry_names(rec: RegistryRecord) -> tuple[str, ...]:
         return (rec.name, *rec.aliases)
 
-    def spec(self, policy_version: str) -> FamilySpec:
+    def spec(self, policy_version: str, judges: tuple[JudgeSpec, ...] = ()) -> FamilySpec:
         return FamilySpec(
             key=self.key,
             role=ROLE_REGISTRY,
@@ -124,6 +125,8 @@ class RegistryFamily:
             describe_raw_record=self.describe_raw_record,
             registry_kind=self.kind,
             registry_names=self.registry_names,
+            judges=judges,
+            record_subject=self.subject,
         )
 
 

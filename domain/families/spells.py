@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from domain.judges import JudgeSpec
 from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
 from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
@@ -161,4 +162,7 @@ SPEC = FamilySpec(
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
     policy_extras={"max_level": MAX_LEVEL, "catalog": fingerprint(read_asset(CATALOG_ASSET))},
+    judges=(JudgeSpec("spell-cast", KEY, "the named caster casts the named spell in the cited lines, not only "
+                                         "mentions it"),),
+    record_subject=subject,
 )
