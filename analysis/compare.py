@@ -34,7 +34,7 @@ import orjson
 
 from domain import counters
 from domain.families import FAMILIES
-from domain.revision import KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
+from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
 from domain.run_integrity import ARTIFACTS, ManifestError, listed_files, output_of
 
@@ -213,7 +213,7 @@ def attempt_of(row: Mapping[str, Any]) -> Attempt:
 
 
 def request_of(row: Mapping[str, Any]) -> Request:
-    """A request row (``kind`` retry or refresh)."""
+    """A request row (``kind`` retry, refresh or judge)."""
     kind = _field(row, "kind", str)
     if kind not in REQUEST_KINDS:
         raise RowError(f"a request of kind {kind!r}, not one of {', '.join(REQUEST_KINDS)}")
@@ -281,7 +281,9 @@ def decide(run: SlotInRun) -> Decision:
         artifact = min(run.artifacts)  # one per slot; the earliest, should a run hold two
         return _deciding(OUTCOME_ACCEPTED, run, artifact.candidate_id, artifact.attempt, artifact.records_sha256)
     if run.requests:
-        request = min(run.requests)  # a slot never gets two requests in one run
+        request = min(run.requests)  # a slot never gets two requests in one run (judges: one per judge)
+        if request.kind == KIND_JUDGE:  # SPEC §4.3: the slot waits on its judges; the request names the attempt
+            return _deciding(OUTCOME_DEFERRED, run, request.candidate_id, request.attempt)
         return _deciding(request.kind, run, request.candidate_id, request.attempt - 1)
     if not run.attempts:
         return ABSENT
@@ -324,6 +326,11 @@ def answer_in_b(a: SlotInRun, b: SlotInRun) -> tuple[str, str] | None:
     if not a.requests:
         return None
     request = min(a.requests)
+    if request.kind == KIND_JUDGE:  # answered when B decided the judged attempt itself
+        judged = b.attempt_of(request.candidate_id)
+        if judged is None or judged.verdict == VERDICT_DEFERRED:
+            return request.kind, ANSWER_UNANSWERED
+        return request.kind, ANSWER_PASSED if judged.passed else ANSWER_FAILED_AGAIN
     answers = [attempt for attempt in b.attempts if attempt.attempt == request.attempt]
     if not answers:
         return request.kind, ANSWER_UNANSWERED

@@ -144,7 +144,7 @@ def test_the_export_manifest_counts_lines_per_kind(run1):
     _, _, counts = export_source(SOURCE, [TRANSCRIPT], requests, config(), registry_lines(run1))
     manifest = build_export_manifest({**counts, "retry_requests_in": 2}, [{"requests_file": "f", "lines": 2}],
                                      options={"provider": "openai-chat", "model": "m"}, runner="test")
-    assert manifest["exported_by_kind"] == {"retry": 1, "refresh": 1}
+    assert manifest["exported_by_kind"] == {"retry": 1, "refresh": 1, "judge": 0}
     assert manifest["conservation"]["holds"] and manifest["inputs"]["registry_artifacts_used"] == 2
 
 

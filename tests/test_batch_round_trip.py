@@ -187,7 +187,7 @@ def test_export_writes_one_valid_line_per_exportable_request(world, exports, pro
     assert len(dead) == c["dead_letters"] == 0
     assert any(FAMILIES[family].chunk_kind == "source" for family, _, _ in world["exportable"])
     assert manifest["inputs"]["registry_artifacts_used"] > 0  # found beside run1's retry_requests/
-    assert manifest["exported_by_kind"] == {"retry": len(world["retry"]) - 1, "refresh": 1}
+    assert manifest["exported_by_kind"] == {"retry": len(world["retry"]) - 1, "refresh": 1, "judge": 0}
     lines = [orjson.loads(raw) for raw in (folder / "requests-00000-of-00001.jsonl").read_bytes().splitlines()]
     index = rows_of(folder / "requests-00000-of-00001.index.jsonl")
     assert [row["line"] for row in index] == list(range(1, len(lines) + 1))

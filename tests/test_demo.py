@@ -104,7 +104,7 @@ def test_the_backfill_goes_through_the_provider_files_and_comes_back_current(dem
     run1 = read_manifest(root / "run1")
     refreshes, retries = run1["refresh"]["refresh_requests"], run1["outputs"]["retry_requests"]
     # Every request of run 1 goes out: the backfill and the retries (the comparison then shows both effects).
-    assert export["exported_by_kind"] == {"retry": retries, "refresh": refreshes} and export["conservation"]["holds"]
+    assert export["exported_by_kind"] == {"retry": retries, "refresh": refreshes, "judge": 0} and export["conservation"]["holds"]
     assert imported["imported_by_kind"]["refresh"] == refreshes and imported["conservation"]["holds"]
     for line in (root / "archive" / "candidates-backfill.jsonl").read_bytes().splitlines():
         candidate = orjson.loads(line)

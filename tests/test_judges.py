@@ -333,3 +333,47 @@ def test_explanations_at_the_bound_are_kept_whole():
                                                "explanation": text[:MAX_EXPLANATION_CHARS]}]}
     (retry,) = requests(run([c1], [verdict("v-1", c1, answer)]), "retry")
     assert " ".join(text[:MAX_EXPLANATION_CHARS].split()) in retry["correction_guidance"]
+
+
+# --- the job: verdicts keyed through their candidates ---------------------------------------------------
+
+def test_the_job_joins_verdicts_to_their_candidates_and_proves_their_conservation(tmp_path):
+    """Verdicts name candidates, not sources: the job keys them through the candidate files
+    (transforms/resolve.py). A verdict for an unknown candidate is unmatched; bad lines are dead letters."""
+    from pipelines.reprocess import run as run_job
+    from pipelines.verify import verify_folder
+
+    c1, c2 = cand("c-1", WRONG_ACTOR), cand("c-2", GOOD, attempt=2)
+    (tmp_path / "transcripts.jsonl").write_bytes(TRANSCRIPT_LINE + b"\n")
+    (tmp_path / "candidates.jsonl").write_bytes(b"\n".join(orjson.dumps(c) for c in (c1, c2)) + b"\n")
+    (tmp_path / "verdicts.jsonl").write_bytes(b"\n".join([
+        verdict("v-1", c1, FAIL_ACTOR), verdict("v-2", c2, PASS), verdict("v-3", {**c1, "candidate_id": "c-404"}, PASS),
+        b"garbage", b'{"verdict_id": "v-5"}']) + b"\n")
+    out = tmp_path / "run"
+    manifest = run_job(["--transcripts", str(tmp_path / "transcripts.jsonl"),
+                        "--candidates", str(tmp_path / "candidates.jsonl"),
+                        "--verdicts", str(tmp_path / "verdicts.jsonl"), "--judges", "all",
+                        "--output", str(out), "--output-format", "jsonl", "--progress-seconds", "0"])
+    assert manifest["verdict_conservation"] == {"verdicts_in": 5, "applied": 2, "superseded": 0, "unusable": 0,
+                                                "stale": 0, "unmatched": 1, "dead_letters": 2, "holds": True}
+    assert manifest["judges"]["combat-semantics"]["fail"] == 1 and manifest["judges"]["combat-semantics"]["pass"] == 1
+    assert manifest["outcomes"]["combat-turns"]["accepted"] == 1
+    assert set(manifest["judges"]) == {"combat-semantics", "spell-cast", "npc-identity"}
+    assert verify_folder(str(out)).ok
+    (artifact,) = [orjson.loads(line) for f in (out / "artifacts" / "combat-turns").glob("part-*")
+                   for line in f.read_bytes().splitlines()]
+    assert artifact["provenance"]["candidate_id"] == "c-2" and artifact["provenance"]["judged_by"][0]["verdict_id"] == "v-2"
+
+
+def test_verdicts_without_judges_are_refused_in_one_line(tmp_path, capsys):
+    from pipelines.reprocess import preflight
+
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINE + b"\n")
+    with pytest.raises(SystemExit) as stop:
+        preflight(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "t.jsonl"),
+                   "--verdicts", str(tmp_path / "t.jsonl"), "--output", str(tmp_path / "o")])
+    assert "--verdicts needs --judges" in str(stop.value.code)
+    with pytest.raises(SystemExit) as unknown:
+        preflight(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "t.jsonl"),
+                   "--judges", "combat-semantix", "--output", str(tmp_path / "o")])
+    assert "unknown judge combat-semantix" in str(unknown.value.code)
