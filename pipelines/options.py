@@ -20,6 +20,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
+from runners.job_service import (DEFAULT_WAIT_S, JOB_SERVER_RUNNERS, JobServiceUnreachable, external_job_endpoint,
+                                 wait_for_job_service)
 from transforms.files import is_local, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
@@ -140,6 +142,20 @@ class ReprocessOptions(PipelineOptions):
         add_options(parser, JOB_OPTIONS)
 
 
+# Every command that runs a Beam pipeline: how long a job server named by --job_endpoint may take to answer.
+JOB_SERVICE_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("--job-endpoint-wait", f"With --job_endpoint: seconds to wait for that job server to answer before "
+                                     f"giving up (default {DEFAULT_WAIT_S:g}).",
+              default=DEFAULT_WAIT_S, type=float, minimum=1),
+)
+
+
+class JobServiceOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        add_options(parser, JOB_SERVICE_OPTIONS)
+
+
 def help_text(prog: str) -> str:
     """This job's options (Beam's own parser would list only ``-h``)."""
     import argparse
@@ -147,7 +163,20 @@ def help_text(prog: str) -> str:
     parser = argparse.ArgumentParser(prog=prog, add_help=False, epilog="Any Beam option passes through (--runner, "
                                      "--direct_num_workers, ...). With no --runner the job runs in-process.")
     ReprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+    JobServiceOptions._add_argparse_args(parser)  # pylint: disable=protected-access
     return parser.format_help()
+
+
+def reachable_job_service(options: PipelineOptions) -> None:
+    """With a job-server runner and ``--job_endpoint``: wait at most ``--job-endpoint-wait`` seconds for that
+    job server to answer (runners.job_service); OptionsError naming the endpoint if it does not."""
+    endpoint = external_job_endpoint(options)
+    if endpoint is None:
+        return
+    try:
+        wait_for_job_service(endpoint, options.view_as(JobServiceOptions).job_endpoint_wait)
+    except JobServiceUnreachable as exc:
+        raise OptionsError(str(exc)) from None
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -173,13 +202,12 @@ def unknown_arguments(argv: Sequence[str]) -> list[str]:
     return list(unknown)
 
 
-# Runners whose job server declares options of its own (Java pipeline options such as Flink's
-# --checkpointingInterval): Python knows them only when the job is submitted.
-JOB_SERVER_RUNNERS = ("PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
-
-
 def _job_flags() -> list[str]:
     return [spelling for option in JOB_OPTIONS for spelling in option.spellings]
+
+
+def _service_flags() -> list[str]:
+    return [spelling for option in JOB_SERVICE_OPTIONS for spelling in option.spellings]
 
 
 def parser_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -194,9 +222,11 @@ def check_arguments(argv: Sequence[str], runner: str | None = None, job_flags: S
     job's). With a job-server runner, an unknown flag that is not a near miss of one of them
     is passed on to the job server (which refuses what it does not know either); those flags
     are returned so the caller can say so."""
-    known_flags = list(job_flags) if job_flags is not None else _job_flags()
+    known_flags = [*(job_flags if job_flags is not None else _job_flags()), *_service_flags()]
     unknown = unknown_arguments(argv)
     passed_on: list[str] = []
+    # A job server declares options of its own (Java pipeline options such as Flink's
+    # --checkpointingInterval), which Python knows only when the job is submitted.
     job_server = bool(runner) and runner.rsplit(".", 1)[-1] in JOB_SERVER_RUNNERS
     for n, arg in enumerate(unknown):
         if arg.startswith("-"):
@@ -327,8 +357,11 @@ def beam_options(prog: str, beam_args: Sequence[str], job_flags: Sequence[str], 
     try:
         # What is neither a flag of the command nor a Beam option would otherwise be dropped by Beam without a word.
         passed_on = check_arguments(beam_args, standard.runner, job_flags=job_flags)
+        refuse_repeated(beam_args, JOB_SERVICE_OPTIONS)
+        check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
         if preflight is not None:
             preflight()
+        reachable_job_service(options)  # last: the only check that may take a while
     except OptionsError as exc:
         raise SystemExit(f"{prog}: {exc}") from None
     if passed_on:

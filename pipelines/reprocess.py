@@ -45,8 +45,10 @@ from domain.reprocess import (INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TR
 from domain.run_integrity import (ARTIFACTS, CONSERVATION_BLOCKS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
 from pipelines.guards import claimed_output, command_as_typed
-from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, OptionsError, ReprocessOptions, check_arguments, check_values, help_text,
-                               parse_families, parse_judges, refuse_repeated, required_files, wants_help)
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, JobServiceOptions, OptionsError,
+                               ReprocessOptions, check_arguments, check_option_values, check_values, help_text,
+                               parse_families, parse_judges, reachable_job_service, refuse_repeated, required_files,
+                               wants_help)
 from pipelines.interruption import run_command
 from runners import errors as runner_errors
 from runners.collector import freeze_for_exit
@@ -216,15 +218,17 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
         print(help_text(PROG))
         raise SystemExit(0)
     try:
-        refuse_repeated(argv, JOB_OPTIONS)
+        refuse_repeated(argv, (*JOB_OPTIONS, *JOB_SERVICE_OPTIONS))
         options = PipelineOptions(list(argv))
         passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
         opts = options.view_as(ReprocessOptions)
         check_values(opts)
+        check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
         for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
                               ("--prior-registries", opts.prior_registries), ("--verdicts", opts.verdicts)):
             if pattern is not None:  # the optional inputs, given, must match files like the others
                 required_files(flag, pattern)
+        reachable_job_service(options)  # last: the only check that may take a while
     except OptionsError as exc:
         raise SystemExit(f"{PROG}: {exc}") from None
     if passed_on:

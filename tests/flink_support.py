@@ -17,14 +17,19 @@ module only loads it by path, since scripts/ is not an importable package.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import ipaddress
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -281,3 +286,106 @@ def kill_taskmanager_mid_stage(cluster, proc: subprocess.Popen, output: Path, st
                         "after_s": round(time.monotonic() - started, 1), "temporary_files": len(temp)}
         time.sleep(0.02)
     raise AssertionError(f"{stage!r} never wrote an output file within {timeout_s:.0f}s")
+
+
+# ------------------------------------------------------- listening sockets --
+
+_TCP_LISTEN = "0A"  # the state column of /proc/net/tcp{,6}
+
+
+@dataclass(frozen=True)
+class ListeningSocket:
+    """A TCP socket in the listen state, held by ``pid`` (``command``: its first argument, for messages)."""
+
+    pid: int
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address
+    port: int
+    command: str
+
+    @property
+    def loopback(self) -> bool:
+        mapped = getattr(self.address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, a dual-stack socket's view
+        return self.address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} ({self.command}) listens on {self.address}:{self.port}"
+
+
+def _kernel_address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """/proc/net/tcp's address column: 32-bit words in host (little-endian) order."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(words)
+
+
+def _listening_by_inode() -> dict[int, tuple[Any, int]]:
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue  # no IPv6 on this machine
+        for line in lines:
+            fields = line.split()
+            if fields[3] == _TCP_LISTEN:
+                address, port = fields[1].split(":")
+                found[int(fields[9])] = (_kernel_address(address), int(port, 16))
+    return found
+
+
+def process_tree(roots: Iterable[int]) -> set[int]:
+    """``roots`` and every process below them."""
+    from bench.procs import children_map
+
+    children = children_map()
+    found, stack = set(), [root for root in roots if root > 0]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def listening_sockets(roots: Iterable[int]) -> list[ListeningSocket]:
+    """Every TCP socket listening in the process trees of ``roots`` (read from /proc/net/tcp and tcp6)."""
+    listening = _listening_by_inode()
+    found = []
+    for pid in sorted(process_tree(roots)):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and int(target[8:-1]) in listening:
+                address, port = listening[int(target[8:-1])]
+                found.append(ListeningSocket(pid, address, port, command))
+    return found
+
+
+@contextlib.contextmanager
+def watched_listening_sockets(roots: Iterable[int], every_s: float = 0.1) -> Iterator[set[ListeningSocket]]:
+    """Every socket that listened in the trees of ``roots`` while the block ran (a set, filled as it runs)."""
+    roots = list(roots)
+    seen: set[ListeningSocket] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while True:
+            seen.update(listening_sockets(roots))
+            if stop.wait(every_s):
+                return
+
+    thread = threading.Thread(target=watch, name="socket-watch", daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+        seen.update(listening_sockets(roots))

@@ -49,9 +49,11 @@ from flink_support import (
     job_command,
     kill_taskmanager_mid_stage,
     latest_job,
+    listening_sockets,
     session_cluster,
     simulated_archive,
     subtasks_per_taskmanager,
+    watched_listening_sockets,
     worker_pool,
 )
 from output_reader import canonical, read_outputs
@@ -107,11 +109,19 @@ def test_fixture_archive_on_embedded_flink(jar, archive, reference, tmp_path):
 def test_fixture_archive_on_two_taskmanagers_with_worker_processes(jar, archive, reference, cluster, tmp_path):
     pool_log = tmp_path / "worker-pool.log"
     out = tmp_path / "flink-cluster"
-    with worker_pool(free_port(), log_file=pool_log) as pool:
+    jvms = [cluster.jobmanager_pid, *cluster.taskmanager_pids, cluster.job_server_pid]
+    at_rest = {(s.pid, s.port) for s in listening_sockets(jvms)}
+    with worker_pool(free_port(), log_file=pool_log) as pool, watched_listening_sockets(jvms) as seen:
         result = run_job(archive, out, "--output-format", "jsonl",
                          *flink_pipeline_args(jar, cluster.flink_master, parallelism=2, worker_pool=pool,
                                               workers_per_taskmanager=1, job_endpoint=cluster.job_endpoint))
     assert_same_as_direct(reference, result, "FlinkRunner")
+    # The servers the TaskManagers opened for the job's Python workers (Beam's Fn API: control, data,
+    # state, logging, ...) listened on loopback only, as everything else of the cluster.
+    opened = {(s.pid, s.port) for s in seen if s.pid in cluster.taskmanager_pids} - at_rest
+    assert opened, "no TaskManager listened for the job's workers: the watch saw nothing of the job"
+    wide = sorted(str(s) for s in seen if not s.loopback)
+    assert wide == [], "listening beyond loopback:\n" + "\n".join(wide)
     verdict = verify_folder(str(out))
     assert verdict.ok, verdict.problems
     overview = cluster.overview()

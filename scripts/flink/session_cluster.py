@@ -7,7 +7,11 @@ source distribution of ``apache-flink-libraries`` carries the same runtime jars
 but not the shell scripts, so this module does what ``bin/start-cluster.sh``
 does: compute JVM memory flags with Flink's own BashJavaUtils, then start
 ``StandaloneSessionClusterEntrypoint`` and one ``TaskManagerRunner`` per
-TaskManager as separate ``java`` processes, everything bound to localhost only.
+TaskManager as separate ``java`` processes, everything bound to localhost only:
+Flink's addresses and bind hosts in its config, and Beam's gRPC servers in the
+TaskManagers and the kept job server through a copy of Beam's server factory
+that listens on the address it is given (``loopback_beam.py``; Beam's own
+listens on every interface).
 With several TaskManagers (``--taskmanagers N``), each has its own slots and
 Flink spreads a job's slots evenly over them (``taskmanager.load-balance.mode:
 SLOTS``), so parallelism N puts one subtask of every task on each.
@@ -192,6 +196,7 @@ def _load_sibling(name: str) -> ModuleType:
 
 _fjs = _load_sibling("fetch_job_server")
 _pool = _load_sibling("worker_pool")
+_loopback = _load_sibling("loopback_beam")
 CACHE_ROOT: Path = _fjs.CACHE_ROOT
 
 
@@ -337,6 +342,9 @@ class SessionCluster:
     job_server_pid: int = -1
     job_server_port: int = -1
     job_server_jar: str = ""
+    # A jar of Beam's server factory changed to listen on the address it is given (loopback_beam.py), ahead
+    # of the job server jar on the TaskManagers' classpath; "": none (no Beam jar, or its class needs none).
+    loopback_jar: str = ""
 
     def __post_init__(self) -> None:
         if not self.taskmanager_pids and self.taskmanager_pid > 0:  # a state file of one TaskManager
@@ -448,6 +456,16 @@ def _java() -> str:
     if java is None:
         raise ClusterError("Java not found (neither $JAVA_HOME/bin/java nor java on PATH)")
     return str(java)
+
+
+def loopback_jar(jar: str) -> str:
+    """The jar to put ahead of ``jar`` on a classpath so that Beam's gRPC servers listen on loopback,
+    not on every interface (scripts/flink/loopback_beam.py); "" when the jar's own class does so."""
+    try:
+        found = _loopback.loopback_jar(jar, CACHE_ROOT / "loopback")
+    except (_loopback.LoopbackPatchError, OSError) as e:
+        raise ClusterError(f"cannot keep Beam's gRPC servers on localhost with {jar}: {e}") from None
+    return str(found) if found is not None else ""
 
 
 def _write_conf(
@@ -650,10 +668,12 @@ def start_cluster(
     # A free RPC port rather than Flink's fixed 6123, so two clusters (or a
     # leftover one) on one machine do not collide; the TM learns it from config.
     rpc_port = _free_port()
+    loopback = ""
     if beam_jar:
         if not Path(beam_jar).is_file():
             raise ClusterError(f"the Beam job server jar {beam_jar} does not exist")
         settings = {**BEAM_CLASSES_SETTINGS, **(settings or {})}
+        loopback = loopback_jar(beam_jar)
     _write_conf(
         conf_dir,
         run_dir,
@@ -673,7 +693,8 @@ def start_cluster(
     jm = _launch(java, home, conf_dir, log_dir, "jobmanager", JOBMANAGER_CLASS, [*jm_jvm, *jvm_options], jm_dyn)
     cluster = SessionCluster(version, release, rest_port, rpc_port, slots, str(run_dir), jm.pid, -1,
                              jvm_options=list(jvm_options),
-                             taskmanager_classpath=[str(Path(beam_jar).resolve())] if beam_jar else [])
+                             taskmanager_classpath=[str(Path(beam_jar).resolve())] if beam_jar else [],
+                             loopback_jar=loopback)
     procs: dict[str, subprocess.Popen[bytes]] = {"jobmanager": jm}
     try:
         for _ in range(taskmanagers):
@@ -702,8 +723,10 @@ def _launch_taskmanager(
     # TaskManager ids map to these processes (and read well in the UI and logs).
     resource_id = f"tm-{index + 1}"
     tm_dyn = [*tm_dyn, "-D", f"taskmanager.resource-id={resource_id}"]
+    # The loopback class first: the TaskManager loads it instead of the Beam jar's (loopback_jar).
+    classpath = [*filter(None, [cluster.loopback_jar]), *cluster.taskmanager_classpath]
     tm = _launch(java, home, conf_dir, log_dir, name, TASKMANAGER_CLASS, [*tm_jvm, *cluster.jvm_options], tm_dyn,
-                 cluster.taskmanager_classpath)
+                 classpath)
     cluster.taskmanager_pids.append(tm.pid)
     cluster.taskmanager_ids.append(resource_id)
     if cluster.taskmanager_pid <= 0:
@@ -736,16 +759,23 @@ def start_job_server(cluster: SessionCluster, jar: str, port: int = 0, timeout_s
     candidates (start, class loading, JIT); a warm one translates and submits for ~0.5
     (docs/benchmarks.md, "Flink beside the DirectRunner"). C1 only, as the cluster's JVMs; no
     expansion service (this job uses no cross-language transform); each job's staged artifacts
-    under the cluster's run dir, removed when the job ends."""
+    under the cluster's run dir, removed when the job ends. Its job and artifact staging services
+    listen on localhost only: Beam's own server factory would listen on every interface whatever
+    ``--job-host`` says, so the loopback copy of it (``loopback_jar``) comes first."""
     if not Path(jar).is_file():
         raise ClusterError(f"the Beam job server jar {jar} does not exist")
     port = port or _free_port()
     if _port_in_use(port):
         raise ClusterError(f"port {port} on localhost is already in use (another job server?)")
     run_dir = Path(cluster.run_dir)
-    cmd = [_java(), *cluster.jvm_options, "-jar", str(Path(jar).resolve()),
-           "--flink-master", cluster.flink_master, "--job-port", str(port), "--artifact-port", "0",
-           "--expansion-port", "-1", "--artifacts-dir", str(run_dir / "artifacts")]
+    first = loopback_jar(jar)
+    try:
+        launch = _loopback.jar_command(jar, Path(first) if first else None)
+    except _loopback.LoopbackPatchError as e:
+        raise ClusterError(str(e)) from None
+    cmd = [_java(), *cluster.jvm_options, *launch,
+           "--flink-master", cluster.flink_master, "--job-host", "localhost", "--job-port", str(port),
+           "--artifact-port", "0", "--expansion-port", "-1", "--artifacts-dir", str(run_dir / "artifacts")]
     with open(run_dir / "log" / "job-server.log", "wb") as out:
         proc = subprocess.Popen(cmd, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
