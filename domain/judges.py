@@ -27,7 +27,6 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 import orjson
-from jsonschema import Draft202012Validator
 
 from domain.assets import fingerprint, llm_schema_path, load_json_asset, read_asset
 from domain.frozen import quick_init
@@ -127,7 +126,10 @@ def _dotted(obj: Mapping[str, Any], prefix: str):
 
 def judge_response_schema(judge: JudgeSpec) -> dict:
     """The one strict response schema of ``judge`` in the provider subset (SPEC §4, §4.3); the
-    packaged asset at ``judge.schema_path`` is exactly this (tests/test_judges.py)."""
+    packaged asset at ``judge.schema_path`` is exactly this (tests/test_judges.py). The bounds (10
+    problems, 300 characters, records from 1) are in the descriptions and checked by
+    :func:`read_answer`: Anthropic's and Gemini's structured outputs take no ``maxItems``,
+    ``minimum`` or ``maxLength`` (domain.batch.schemas), and one schema serves every target."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://notarius.example/schemas/dnd/{judge.family}/judges/{judge.name}.schema.json",
@@ -139,16 +141,16 @@ def judge_response_schema(judge: JudgeSpec) -> dict:
             "verdict": {"type": "string", "enum": list(JUDGE_VERDICTS)},
             "problems": {
                 "type": "array",
-                "maxItems": MAX_PROBLEMS,
+                "description": f"Empty for pass; for fail, at most {MAX_PROBLEMS} problems.",
                 "items": {
                     "type": "object",
                     "additionalProperties": False,
                     "required": ["record", "field", "explanation"],
                     "properties": {
-                        "record": {"type": "integer", "minimum": 1,
-                                   "description": "The record's number as shown, from 1."},
+                        "record": {"type": "integer", "description": "The record's number as shown, from 1."},
                         "field": {"type": "string", "enum": list(response_field_names(judge.family))},
-                        "explanation": {"type": "string", "maxLength": MAX_EXPLANATION_CHARS},
+                        "explanation": {"type": "string",
+                                        "description": f"At most {MAX_EXPLANATION_CHARS} characters."},
                     },
                 },
             },
@@ -165,7 +167,10 @@ def generated_judge_schemas() -> dict[str, bytes]:
 
 
 @lru_cache(maxsize=None)
-def _answer_validator(judge: JudgeSpec) -> Draft202012Validator:
+def _answer_validator(judge: JudgeSpec):
+    # Imported on first use: jsonschema costs every process 0.13 s at start (domain.batch.prompts).
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(load_json_asset(judge.schema_path))
 
 
@@ -262,6 +267,12 @@ def read_answer(judge: JudgeSpec, raw_response: str, shown: int) -> JudgeAnswer 
         where = "/".join(str(p) for p in error.absolute_path) or "the answer"
         return f"the answer is outside the judge's schema at {where}: {error.message[:160]}"
     problems = tuple(Problem(p["record"], p["field"], p["explanation"]) for p in answer["problems"])
+    if len(problems) > MAX_PROBLEMS:
+        return f"names {len(problems)} problems, more than {MAX_PROBLEMS}"
+    if any(len(p.explanation) > MAX_EXPLANATION_CHARS for p in problems):
+        return f"an explanation is longer than {MAX_EXPLANATION_CHARS} characters"
+    if any(p.record < 1 for p in problems):
+        return "names a record below 1 (records are numbered from 1)"
     verdict = answer["verdict"]
     if verdict == VERDICT_FAIL and not problems:
         return "a fail that names no problem"

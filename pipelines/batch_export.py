@@ -29,14 +29,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 
 from domain import counters
-from domain.assets import TRANSCRIPT_INPUT_SCHEMA, input_field_shape
+from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
-    INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
+    INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
-from domain.revision import REQUEST_KINDS
+from domain.revision import KIND_JUDGE, REQUEST_KINDS
 from pipelines.guards import claimed_output
 from pipelines.options import (JobOption, OptionsError, beam_options, command_parser, parse_choices,
                                parse_command, parse_families, required_files)
@@ -66,8 +66,11 @@ EXPORT_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--registries", help="Glob of the run's accepted chunk registry artifacts, which reconciliation "
                                    "prompts list (default: artifacts/*-registry/part-* beside the run's "
                                    "retry_requests/)."),
-    JobOption("--kinds", help="Comma-separated request kinds to export (retry, refresh; default both); others are "
-                              "filtered."),
+    JobOption("--kinds", help="Comma-separated request kinds to export (retry, refresh, judge; default all); others "
+                              "are filtered."),
+    JobOption("--candidates", help="Glob of the candidate files the run read: judge requests show the judged "
+                                   "attempt's records (default: the run's own --candidates, from its manifest; "
+                                   "read only when the run wrote judge requests)."),
     JobOption("--provider", required=True, choices=tuple(sorted(PROVIDERS)), help="Target batch API."),
     JobOption("--model", required=True, non_empty=True,
               help="Model name, as the provider spells it (one model per export)."),
@@ -102,6 +105,20 @@ def registries_glob(args: argparse.Namespace) -> str | None:
     if marker not in args.retry_requests:
         return None
     return args.retry_requests.rsplit(marker, 1)[0] + REGISTRY_ARTIFACTS
+
+
+def judged_candidates_glob(args: argparse.Namespace) -> str | None:
+    """Where judge requests find their judged attempts: --candidates, else the run's own candidates when
+    the run wrote judge requests and they are exported (None: no judge request to render)."""
+    kinds = parse_kinds(args.kinds)
+    if kinds is not None and KIND_JUDGE not in kinds:
+        return None
+    if args.candidates:
+        return args.candidates
+    manifest = getattr(args, "run_manifest", None) or {}
+    if not (manifest.get("outputs") or {}).get("judge_requests"):
+        return None
+    return (manifest.get("options") or {}).get("candidates")
 
 
 def parse_kinds(value: str | None) -> frozenset[str] | None:
@@ -177,6 +194,10 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         registries = None  # the run's own place for them holds none (an explicit --registries was checked)
     if registries:
         inputs.append(KeyedInput(registries, INPUT_REGISTRIES, "source_id", args.max_record_bytes))
+    judged = judged_candidates_glob(args)
+    if judged:
+        inputs.append(KeyedInput(judged, INPUT_JUDGED, "source_id", args.max_record_bytes,
+                                 fields=input_field_shape(CANDIDATE_INPUT_SCHEMA)))
     # The read step's dead letters and counts ride through the per-source step (one output: Flink).
     read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs), dead_letters_label="dead_letters")
     shaped = read | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
@@ -216,7 +237,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         "temperature": args.temperature, "max_lines_per_file": max_lines, "max_bytes_per_file": max_bytes,
         "families": sorted(families) if families else None, "only_request_ids": args.only_request_ids,
         "max_record_bytes": args.max_record_bytes,
-        "registries": registries, "kinds": args.kinds,
+        "registries": registries, "kinds": args.kinds, "candidates": judged,
     }
     manifest_path = join_path(args.output, MANIFEST)
     (
@@ -255,12 +276,18 @@ def _preflight(args: argparse.Namespace) -> None:
     if run is None:
         raise OptionsError(f"--retry-requests {args.retry_requests!r} does not name a run's retry requests "
                            f"(RUN/retry_requests/part-*): export-batch reads only a run folder that verifies")
+    args.run_manifest = None
     for folder in (run, run_folder_of(args.registries, "artifacts") if args.registries else None):
         if folder is not None:
             try:
-                require_verified(folder)
+                verified = require_verified(folder)
             except SystemExit as refused:
                 raise OptionsError(str(refused)) from None
+            if folder == run:
+                args.run_manifest = verified
+    judged = judged_candidates_glob(args)
+    if judged is not None:
+        required_files("--candidates", judged)
     args.request_ids = read_request_ids(args.only_request_ids) if args.only_request_ids else None
 
 
@@ -277,7 +304,8 @@ def run(argv: Sequence[str] | None = None) -> dict:
     options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=lambda: _preflight(args))
     standard = options.view_as(StandardOptions)
     inputs = {"--retry-requests": args.retry_requests, "--transcripts": args.transcripts,
-              "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids}
+              "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids,
+              "--candidates": judged_candidates_glob(args)}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST], commit_record=MANIFEST) as folder:
         args.output = folder

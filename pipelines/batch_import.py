@@ -32,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.batch.export import INDEX_SUFFIX, REQUESTS_SUFFIX
 from domain.batch.ledger import (
-    CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, not_imported_ids,
+    CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, is_verdict_record, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
 from domain.intake import received_instant
@@ -45,6 +45,7 @@ from transforms.raw_records import UTF8_BOM
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"
+VERDICTS = "verdicts.jsonl"  # the judges' answers (SPEC §3.3), for the next run's --verdicts
 LEDGER = "ledger.jsonl"
 MANIFEST = "import_manifest.json"
 NOT_IMPORTED = "not_imported.txt"
@@ -138,7 +139,7 @@ def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
 
 
 # What an import writes (relative to --output): what the input globs must not reach.
-IMPORT_WRITES = (CANDIDATES, LEDGER, NOT_IMPORTED, MANIFEST)
+IMPORT_WRITES = (CANDIDATES, VERDICTS, LEDGER, NOT_IMPORTED, MANIFEST)
 
 
 def run(argv: Sequence[str] | None = None) -> dict:
@@ -167,7 +168,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
         aside = join_path(folder, f".temp-import-{uuid.uuid4().hex}")
         FileSystems.mkdirs(aside)
         manifest = _import(args, provider, pairs, results, ledger, aside)
-        names = (CANDIDATES, LEDGER, NOT_IMPORTED)
+        names = (CANDIDATES, VERDICTS, LEDGER, NOT_IMPORTED)
         FileSystems.rename([join_path(aside, name) for name in names], [join_path(folder, name) for name in names])
         manifest["options"]["output"] = folder
         write_json_document(manifest, join_path(folder, MANIFEST))
@@ -177,9 +178,10 @@ def run(argv: Sequence[str] | None = None) -> dict:
 def _import(args, provider, pairs, results, ledger: ImportLedger, folder: str) -> dict:
     """Read every results file into the ledger; write the candidates, ledger and ids to resubmit under
     ``folder``; returns the manifest."""
-    written = ledger_rows = 0
+    written = verdicts = ledger_rows = 0
     files = []
     with FileSystems.create(join_path(folder, CANDIDATES)) as candidates_out, \
+            FileSystems.create(join_path(folder, VERDICTS)) as verdicts_out, \
             FileSystems.create(join_path(folder, LEDGER)) as ledger_out:
         for path in results:
             digest, lines, blank, unreadable = hashlib.sha256(), 0, 0, None
@@ -195,7 +197,10 @@ def _import(args, provider, pairs, results, ledger: ImportLedger, folder: str) -
                     row, candidate = ledger.add(path, number, raw)
                     ledger_out.write(orjson.dumps(row) + b"\n")
                     ledger_rows += 1
-                    if candidate is not None:
+                    if candidate is not None and is_verdict_record(candidate):
+                        verdicts_out.write(orjson.dumps(candidate) + b"\n")
+                        verdicts += 1
+                    elif candidate is not None:
                         candidates_out.write(orjson.dumps(candidate) + b"\n")
                         written += 1
             except UnreadableFile as exc:
@@ -215,16 +220,17 @@ def _import(args, provider, pairs, results, ledger: ImportLedger, folder: str) -
         handle.write(b"".join(rid.encode("utf-8") + b"\n" for rid in resubmit))
     result_lines = sum(f["lines"] for f in files)
     conservation = summary["conservation"]
-    conservation["holds"] = (conservation["holds"] and written == summary["requests"]["imported"]
+    conservation["holds"] = (conservation["holds"] and written + verdicts == summary["requests"]["imported"]
                              and ledger_rows == result_lines)
     return {
         "provider": provider.name,
         **summary,
         "candidates_written": written,
+        "verdicts_written": verdicts,
         "ledger_rows": ledger_rows,
         "requests_files": [p for p, _ in pairs],
         "results_files": files,
-        "outputs": {"candidates": CANDIDATES, "ledger": LEDGER, "not_imported": NOT_IMPORTED},
+        "outputs": {"candidates": CANDIDATES, "verdicts": VERDICTS, "ledger": LEDGER, "not_imported": NOT_IMPORTED},
         "options": {"provider": provider.name, "results": list(args.results), "requests": args.requests,
                     "output": args.output, "received_at": args.received_at, "unanswered": args.unanswered},
     }
@@ -241,7 +247,8 @@ def format_summary(manifest: dict) -> str:
         "(refused and truncated answers are kept; the job will reject them with guidance); by request kind: "
         + (", ".join(f"{n} {kind}" for kind, n in manifest.get("imported_by_kind", {}).items()) or "none"),
         "result lines: " + ", ".join(f"{n} {kind}" for kind, n in manifest["result_lines"].items() if n),
-        f"candidates: {manifest['outputs']['candidates']}; to resubmit: {manifest['outputs']['not_imported']} "
+        f"candidates: {manifest['outputs']['candidates']} ({manifest['candidates_written']}); verdicts: "
+        f"{manifest['outputs']['verdicts']} ({manifest['verdicts_written']}); to resubmit: {manifest['outputs']['not_imported']} "
         f"({sum(len(v) for v in manifest['not_imported'].values())} ids)",
     ]
     return "\n".join(lines)

@@ -27,7 +27,8 @@ import orjson
 
 from domain import counters as c
 from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
-from domain.batch.prompts import RetryRequest, RetryRequestError, build_prompt, parse_retry_request
+from domain.batch.prompts import (RetryRequest, RetryRequestError, build_judge_prompt, build_prompt, judge_of,
+                                  parse_retry_request)
 from domain.batch.providers import PROVIDERS, Provider, RequestSettings
 from domain.families import FAMILIES
 from domain.families.base import ListedEntry
@@ -36,11 +37,13 @@ from domain.families.registry_family import RegistryRecord  # what ``listed_entr
 from domain.intake import INPUT_TRANSCRIPTS, resolve_transcript
 from domain.rows import dead_letter_row
 from domain.registry_artifacts import chunk_registry_records
-from domain.revision import REQUEST_KINDS
+from domain.judges import JudgeSpec
+from domain.revision import KIND_JUDGE, REQUEST_KINDS
 from domain.source import Transcript
 
 INPUT_RETRY_REQUESTS = "retry_requests"
 INPUT_REGISTRIES = "registries"  # the run's accepted chunk registry artifacts (for reconciliation prompts)
+INPUT_JUDGED = "candidates"  # the archive's candidates: judge requests show the judged attempt's records
 # Where a run keeps them, relative to its output folder: every chunk registry family's key ends in
 # "-registry" (tests/test_batch_backfill.py keeps that true).
 REGISTRY_ARTIFACTS = "artifacts/*-registry/part-*"
@@ -80,12 +83,14 @@ def export_source_groups(config: ExportConfig, source_id: str, grouped: Mapping[
     """The per-key function for ``JoinAndApply``: ({tag: rows}, counts)."""
     rows, dead, counts = export_source(source_id, grouped.get(INPUT_TRANSCRIPTS, ()),
                                        grouped.get(INPUT_RETRY_REQUESTS, ()), config,
-                                       registry_lines=grouped.get(INPUT_REGISTRIES, ()))
+                                       registry_lines=grouped.get(INPUT_REGISTRIES, ()),
+                                       candidate_lines=grouped.get(INPUT_JUDGED, ()))
     return {"requests": rows, "dead_letters": dead}, counts
 
 
 def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lines: Sequence[bytes],
-                  config: ExportConfig, registry_lines: Sequence[bytes] = ()) -> tuple[list[dict], list[dict], dict[str, int]]:
+                  config: ExportConfig, registry_lines: Sequence[bytes] = (),
+                  candidate_lines: Sequence[bytes] = ()) -> tuple[list[dict], list[dict], dict[str, int]]:
     counts: Counter[str] = Counter()
     dead: list[dict] = []
 
@@ -118,6 +123,7 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
     entries: dict[str, tuple[ListedEntry, ...]] = {}
     if transcript is not None:
         entries = {kind: listed_entries(transcript, found) for kind, found in registries.items()}
+    judged = _judged_candidates(candidate_lines, {r.candidate_id for r, _ in chosen.values() if r.kind == KIND_JUDGE})
     rows = []
     for request_id in sorted(chosen):
         request, raw = chosen[request_id]
@@ -127,7 +133,8 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
         spec = FAMILIES.get(request.family)
         try:
             row = request_row(config, request, transcript, raw,
-                              entries.get(spec.registry_kind or "") if spec is not None else None)
+                              entries.get(spec.registry_kind or "") if spec is not None else None,
+                              judged.get(request.candidate_id))
         except RetryRequestError as exc:
             reject(str(exc), raw)
             continue
@@ -136,6 +143,23 @@ def export_source(source_id: str, transcript_lines: Sequence[bytes], request_lin
         rows.append(row)
     counts[c.SHAPED] += len(rows)
     return rows, dead, dict(counts)
+
+
+def _judged_candidates(lines: Sequence[bytes], wanted: set[str]) -> dict[str, bytes]:
+    """The candidate lines judge requests name, by candidate id (the rest of the archive is skipped
+    unread; an unreadable line is the job's dead letter, not the export's)."""
+    if not wanted:
+        return {}
+    found: dict[str, bytes] = {}
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        cid = record.get("candidate_id") if isinstance(record, dict) else None
+        if cid in wanted and cid not in found:
+            found[cid] = line
+    return found
 
 
 def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
@@ -156,13 +180,19 @@ def _chunk_registries(source_id: str, lines: Sequence[bytes], dead: list[dict],
 
 
 def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcript, raw: bytes,
-                registry_entries: Sequence[ListedEntry] | None = None) -> dict:
+                registry_entries: Sequence[ListedEntry] | None = None, candidate_line: bytes | None = None) -> dict:
     """One provider line and its index entry. Raises :class:`RetryRequestError`."""
     provider = config.provider
-    prompt = build_prompt(request, transcript, registry_entries)
+    judge = None
+    if request.kind == KIND_JUDGE:  # SPEC §4.3: the judge's prompt and schema over the judged attempt
+        judge = judge_of(request)
+        prompt = build_judge_prompt(request, judge, transcript, candidate_line)
+        schema_key, schema = f"judge-{judge.name}", _judge_provider_schema(provider.name, judge)
+    else:
+        prompt = build_prompt(request, transcript, registry_entries)
+        schema_key, schema = request.family, _provider_schema(provider.name, request.family)
     wire_id = provider.wire_id(request.request_id)
-    line_obj = provider.request_line(wire_id, prompt, request.family, _provider_schema(provider.name, request.family),
-                                     config.settings)
+    line_obj = provider.request_line(wire_id, prompt, schema_key, schema, config.settings)
     line = orjson.dumps(line_obj)
     if len(line) + 1 > config.max_bytes_per_file:
         raise RetryRequestError(f"the request line has {len(line) + 1} bytes, more than one file may hold "
@@ -179,7 +209,15 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
         # copies it onto the answer's candidate. None for every other family.
         "input_fingerprint": prompt.input_fingerprint,
     }
+    if judge is not None:  # what import-batch copies onto the verdict record (SPEC §3.3)
+        index.update({"judge": judge.name, "judge_fingerprint": judge.fingerprint(),
+                      "candidate_sha256": request.candidate_sha256})
     return {"custom_id": request.request_id, "line": line, "index": index, "raw": raw}
+
+
+@lru_cache(maxsize=None)
+def _judge_provider_schema(provider_name: str, judge: JudgeSpec) -> dict:
+    return PROVIDERS[provider_name].schema(load_json_asset(judge.schema_path))
 
 
 def choose_among_duplicates(custom_id: str, rows: Sequence[dict]) -> tuple[dict, list[dict]]:

@@ -36,7 +36,7 @@ import orjson
 from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
 from domain.records import shown_value
-from domain.revision import KIND_RETRY, MAX_ATTEMPT_NUMBER, REQUEST_KINDS
+from domain.revision import KIND_JUDGE, KIND_RETRY, MAX_ATTEMPT_NUMBER, REQUEST_KINDS
 
 IMPORTED = "imported"
 MISSING = "missing"
@@ -80,6 +80,11 @@ class ExportedRequest:
     # Reconciliations: the fingerprint of the entry list the line showed (SPEC §4.1), copied onto
     # the answer's candidate; None for chunk families and in indexes written before it existed.
     input_fingerprint: str | None = None
+    # Judge requests (SPEC §4.3): the judged attempt and the judge, copied onto the verdict record.
+    judged_candidate_id: str | None = None
+    candidate_sha256: str | None = None
+    judge: str | None = None
+    judge_fingerprint: str | None = None
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
@@ -107,7 +112,17 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
     input_fingerprint = row.get("input_fingerprint")
     if input_fingerprint is not None and not isinstance(input_fingerprint, str):
         raise ExportIndexError(f"{where}: index input_fingerprint {shown_value(input_fingerprint)} is not a string")
-    return ExportedRequest(**values, content_key=content_key, kind=kind, input_fingerprint=input_fingerprint)
+    judging: dict[str, str | None] = {}
+    if kind == KIND_JUDGE:
+        for name, index_name in (("judged_candidate_id", "replaces_candidate_id"), ("candidate_sha256", "candidate_sha256"),
+                                 ("judge", "judge"), ("judge_fingerprint", "judge_fingerprint")):
+            value = row.get(index_name)
+            if not isinstance(value, str) or not value:
+                raise ExportIndexError(f"{where}: a judge request's index {index_name} {shown_value(value)} is not a "
+                                       "string")
+            judging[name] = value
+    return ExportedRequest(**values, content_key=content_key, kind=kind, input_fingerprint=input_fingerprint,
+                           **judging)
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
@@ -133,6 +148,27 @@ def candidate_record(provider: Provider, request: ExportedRequest, outcome: Resu
     if request.input_fingerprint is not None:
         record["input_fingerprint"] = request.input_fingerprint
     return record
+
+
+def verdict_record(provider: Provider, request: ExportedRequest, outcome: ResultOutcome, raw_line: bytes,
+                   received_at: str) -> dict:
+    """A judge's answer as a verdict record (SPEC §3.3): the request's identities copied, the judge's
+    text kept exactly. Whether it is usable is the job's call (``domain.judges.read_answer``): nothing
+    a judge said is lost here."""
+    return {
+        "verdict_id": "v-" + candidate_id(provider, request, raw_line)[2:],
+        "request_id": request.request_id, "judge": request.judge, "judge_fingerprint": request.judge_fingerprint,
+        "candidate_id": request.judged_candidate_id, "candidate_sha256": request.candidate_sha256,
+        "producer": {"provider": provider.producer, "model": request.model},
+        "raw_response": outcome.text if outcome.text is not None else "",
+        "received_at": outcome.received_at or received_at,
+        "usage": None,
+    }
+
+
+def is_verdict_record(record: Mapping[str, Any]) -> bool:
+    """Whether an imported record is a verdict (``verdicts.jsonl``) rather than a candidate."""
+    return "verdict_id" in record
 
 
 def _line_text(raw: bytes) -> tuple[str, str]:
@@ -183,7 +219,8 @@ class ImportLedger:
             kind = _ENDING_OUTCOME[outcome.ending]
             self.state[request.request_id] = IMPORTED
             self.endings[request.request_id] = outcome.ending
-            candidate = candidate_record(self.provider, request, outcome, raw, self.received_at)
+            build = verdict_record if request.kind == KIND_JUDGE else candidate_record
+            candidate = build(self.provider, request, outcome, raw, self.received_at)
             self.received_at_unreadable += outcome.received_at_problem is not None
         self.lines[kind] += 1
         text, encoding = _line_text(raw)
@@ -192,7 +229,7 @@ class ImportLedger:
                           stop_reason=outcome.stop_reason if outcome else None,
                           http_status=outcome.http_status if outcome else None,
                           error=(outcome.error if outcome else None) or reason,
-                          candidate_id=candidate["candidate_id"] if candidate else None,
+                          candidate_id=(candidate.get("verdict_id") or candidate["candidate_id"]) if candidate else None,
                           response_model=outcome.response_model if outcome else None,
                           received_at_problem=outcome.received_at_problem if outcome else None)
         return row, candidate

@@ -165,6 +165,10 @@ class FamilySpec:
     def __post_init__(self) -> None:
         if self.judges and self.record_subject is None:
             raise ValueError(f"family {self.key!r} declares judges but no record_subject to name their records")
+        if self.judges and self.role not in (ROLE_REGISTRY, ROLE_EXTRACTION):
+            # A judge request shows the chunk's lines and the attempt's records (export-batch): families
+            # whose records need a registry or an entry list to be read are not judged (yet).
+            raise ValueError(f"family {self.key!r} ({self.role}) cannot declare judges")
         for judge in self.judges:
             if judge.family != self.key:
                 raise ValueError(f"judge {judge.name!r} is declared by {self.key!r} but names family {judge.family!r}")
