@@ -35,13 +35,14 @@ from pathlib import Path
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import batch_export, batch_import, compare, reprocess, report, retry_economy
+from pipelines import batch_export, batch_import, compare, demo_folder, reprocess, report, retry_economy
 from pipelines.truth import ground_truth
 from pipelines.guards import claimed_output
 from pipelines.outputs import read_manifest
-from pipelines.interruption import run_command
+from pipelines.interruption import run_command, signals_deferred
 from runners.collector import freeze_for_exit
-from transforms.files import OutputFolderError, check_output_folder, folder_state
+from transforms.files import (FolderLockedError, OutputFolderError, check_output_folder, folder_state,
+                              inner_locks_held)
 from sample import simulated_batch, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -102,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
 
     # The demo's folder is claimed like every command's (pipelines.guards): not the root, creatable, one
-    # writer at a time. A rerun replaces an earlier demo's folder whole; any other folder that holds
-    # something is refused (the demo never deletes what it did not write).
+    # writer at a time. A rerun replaces what an earlier demo wrote there, and only when it completes
+    # (pipelines.demo_folder); any other folder that holds something is refused.
     inputs = {"--transcripts": str(args.transcripts)} if args.transcripts else {}
     try:
         folder = check_output_folder(args.output, inputs, [DEMO_MARK]).folder  # the root, glob characters, a file
@@ -111,24 +112,65 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{PROG}: {exc}") from None
     if folder_state(folder) == "not-empty" and not is_earlier_demo(folder):
         raise SystemExit(f"{PROG}: --output {args.output!r} holds files that are not an earlier demo's; choose an "
-                         f"empty folder (the demo replaces its own folder on each run)")
-    with claimed_output(PROG, args.output, inputs=inputs, writes=[DEMO_MARK], overwrite=True) as claimed:
-        root = Path(claimed)
-        (root / DEMO_MARK).write_text("written by python -m pipelines.demo; a rerun replaces this folder\n")
-        return _run(args, beam_args, root)
+                         f"empty folder (the demo replaces only what it wrote itself)")
+    with claimed_output(PROG, args.output, inputs=inputs, writes=[DEMO_MARK], overwrite=False,
+                        keep_contents=True) as claimed:
+        return _replace_earlier_demo(args, beam_args, claimed)
 
 
-# The file that says a folder is the demo's own (so a rerun may replace it whole).
-DEMO_MARK = ".notarius-demo"
+DEMO_MARK = demo_folder.MARK
 
 
 def is_earlier_demo(folder: str) -> bool:
-    """A folder an earlier demo wrote: its mark, or (demos before the mark) its ground-truth file."""
-    return os.path.exists(os.path.join(folder, DEMO_MARK)) or os.path.isfile(
-        os.path.join(folder, "archive", "ground-truth.jsonl"))
+    """A folder an earlier demo wrote: its mark, an aside folder of a demo killed there, or (demos before the
+    mark) its ground-truth file."""
+    return (os.path.exists(os.path.join(folder, DEMO_MARK)) or demo_folder.has_aside(folder)
+            or os.path.isfile(os.path.join(folder, "archive", "ground-truth.jsonl")))
 
 
-def _run(args, beam_args: list[str], root: Path) -> int:
+def _replace_earlier_demo(args, beam_args: list[str], root: str) -> int:
+    """Build the next demo in ``root`` with the earlier one set aside; it replaces the earlier one only when
+    every step ran (on any other way out the earlier one is put back). Nothing else in ``root`` moves."""
+    try:
+        demo_folder.recover(root)
+    except OSError as exc:
+        raise SystemExit(f"{PROG}: a demo killed in {root} left its earlier state aside, and it cannot go back "
+                         f"({exc}); move that out of the way and run the demo again") from None
+    foreign = demo_folder.not_the_demos(root)
+    if foreign:
+        raise SystemExit(f"{PROG}: {os.path.join(root, foreign[0])}"
+                         + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
+                         + f" is not the demo's: move it out of {', '.join(demo_folder.OWN_FOLDERS)}, which a rerun "
+                         f"replaces (the demo never deletes what it did not write)")
+    previous = None
+    try:
+        try:
+            with inner_locks_held(root):  # no command writes a folder the demo moves
+                with signals_deferred():  # a signal meanwhile comes once ``previous`` is known
+                    previous = demo_folder.set_aside(root)
+        except FolderLockedError as exc:
+            raise SystemExit(f"{PROG}: {exc.folder} is being written by {exc.holder}; the demo replaces its "
+                             f"folders only when no command writes them") from None
+        except OSError as exc:
+            raise SystemExit(f"{PROG}: the earlier demo in {root} cannot be set aside ({exc.strerror or exc}); "
+                             f"nothing moved") from None
+        status, complete = _run(args, beam_args, Path(root))
+    except BaseException:
+        if previous is not None:
+            demo_folder.put_back(root, previous)
+        raise
+    if not complete:
+        demo_folder.put_back(root, previous)
+        if demo_folder.own_entries(root):
+            print(f"the earlier demo is back in place in {root}")
+        return status
+    demo_folder.write_record(root, PROG)  # the commit: from here on the new state is the demo
+    demo_folder.discard(root, previous)
+    return status
+
+
+def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
+    """Every step into ``root``: the exit status, and whether every step ran (a job that fails stops it)."""
     archive, run1, run2, backfill = root / "archive", root / "run1", root / "run2", root / "backfill"
     truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
     transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"
@@ -154,7 +196,7 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     print(f"2/7 reprocess job, run 1 (--refresh-stale) -> {run1}")
     status = reprocess.main([*job, "--candidates", str(archive / "candidates.jsonl.gz"), "--output", str(run1)])
     if status != 0:
-        return status
+        return status, False
     figures1 = _figures(run1, truth, run1)
 
     print(f"3/7 export-batch: the refresh and retry requests -> {backfill / 'batch'}")
@@ -181,7 +223,7 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     print(f"6/7 reprocess job, run 2 -> {run2}")
     status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--output", str(run2)])
     if status != 0:
-        return status
+        return status, False
 
     print(f"7/7 compare run 1 with run 2 -> {comparison}")
     document, folder = compare.compare([str(run1), str(run2), "--output", str(comparison), *beam_args])
@@ -194,7 +236,7 @@ def _run(args, beam_args: list[str], root: Path) -> int:
     closed = revision_closed(args.revised_family, manifest1, manifest2)
     if not closed:
         print("the revision loop did not close (see the refresh section of the reports)")
-    return 0 if figures1.ok and figures2.ok and closed else 1
+    return (0 if figures1.ok and figures2.ok and closed else 1), True
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ by construction.
    holding or within reach of any input (``transforms.files.check_output_folder``);
 2. the folder is created (a name that cannot be created fails here, before any work);
 3. one writer at a time: an exclusive lock inside it (local folders; see docs/reliability.md for
-   object stores); a second command is refused with one line;
+   object stores); a second command is refused with one line, and so is a command whose folder lies
+   inside one another command writes (that command's --overwrite would move its files, or its verify
+   find them unlisted), or whose --overwrite would remove a folder another command writes;
 4. a folder that holds anything is refused unless ``--overwrite``, which empties it all or nothing
-   and never through a link;
+   and never through a link, and names on stderr what it removed that the earlier run had not
+   written (a report written into the run's folder);
 5. on every way out the command's temporary entries are removed and the lock released; Ctrl-C
    ends the command with one line ("interrupted: nothing committed in DIR") and exit code 130.
 
@@ -25,12 +28,15 @@ import sys
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Mapping, Sequence
 
+import orjson
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from domain.run_integrity import MANIFEST_NAME
+from domain.run_integrity import MANIFEST_NAME, ManifestError, listed_files
 from pipelines.interruption import Interruption, Terminated, interrupted
-from transforms.files import (FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
-                              empty_output_folder, folder_state, is_local, remove_temporary_entries)
+from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
+                              empty_output_folder, folder_state, is_local, list_files, locked_folder_above,
+                              remove_temporary_entries)
 
 def enclosing_run(folder: str) -> str | None:
     """The nearest folder above ``folder`` that holds a commit record (a run's or a comparison's
@@ -54,16 +60,62 @@ def _create(folder: str) -> bool:
     return not existed
 
 
+def committed_files(folder: str) -> set[str] | None:
+    """The files (relative paths) a folder's commit record says its command wrote: ``manifest.json``
+    itself, every file it lists and its documents (a comparison's compare.json and compare.html); None
+    when the folder holds no record that lists its files."""
+    path = FileSystems.join(folder, MANIFEST_NAME)
+    try:
+        if not FileSystems.exists(path):
+            return None
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            manifest = orjson.loads(handle.read())
+        written = {MANIFEST_NAME, *listed_files(manifest)}
+    except (OSError, BeamIOError, orjson.JSONDecodeError, ManifestError):
+        return None  # not a record to go by (a folder of that name, altered, foreign): nothing to compare
+    documents = manifest.get("documents")
+    if isinstance(documents, dict):
+        written |= {name for name in documents if isinstance(name, str)}
+    return written
+
+
+def not_written(folder: str, written: set[str]) -> list[str]:
+    """What ``folder`` holds besides the files in ``written`` (relative paths), each named by its
+    outermost entry that holds none of them (``notes/`` for a folder of the user's); the folder's own
+    lock file left out."""
+    if is_local(folder):
+        present = [os.path.relpath(os.path.join(parent, name), folder)
+                   for parent, folders, files in os.walk(folder, followlinks=False)
+                   for name in files + [f for f in folders if os.path.islink(os.path.join(parent, f))]]
+    else:
+        prefix = folder.rstrip("/") + "/"
+        present = [path[len(prefix):] for path in list_files(folder) if path.startswith(prefix)]
+    holding = {"/".join(rel.split("/")[:n]) for rel in written for n in range(1, rel.count("/") + 1)}
+    named = set()
+    for rel in present:
+        if rel in written or rel == LOCK_NAME:
+            continue
+        parts = rel.split("/")
+        n = next(n for n in range(1, len(parts) + 1) if "/".join(parts[:n]) not in holding)
+        named.add("/".join(parts[:n]) + ("/" if n < len(parts) else ""))
+    return sorted(named)
+
+
+def named_briefly(names: Sequence[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 @contextmanager
 def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequence[str] | None],
                    writes: Iterable[str], overwrite: bool, remove_first: Iterable[str] = (),
-                   commit_record: str | None = None) -> Iterator[str]:
+                   commit_record: str | None = None, keep_contents: bool = False) -> Iterator[str]:
     """Hold ``output`` for one command; yields the real folder to write.
 
     ``inputs``: flag -> the pattern(s) the command reads; ``writes``: sample paths (relative) it
     writes, for the within-reach check; ``remove_first``: what ``--overwrite`` removes before the
     rest (the commit record); ``commit_record``: the file whose presence means the command's result
-    is committed (said on Ctrl-C)."""
+    is committed (said on Ctrl-C); ``keep_contents``: what the folder holds is the command's own
+    business (the demo, which replaces only what it wrote), neither refused nor removed."""
     try:
         target = check_output_folder(output, dict(inputs), writes)
     except OutputFolderError as exc:
@@ -87,10 +139,20 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
                                  f"at a time") from None
             except OSError as exc:
                 raise SystemExit(f"{prog}: --output {output!r} cannot be written: {exc.strerror or exc}") from None
-        try:
-            empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
-        except OutputFolderError as exc:
-            raise SystemExit(f"{prog}: {exc}") from None
+            above = locked_folder_above(folder)  # after taking ours: of two such commands, one sees the other
+            if above is not None:
+                raise SystemExit(f"{prog}: --output {output!r} lies inside {above.folder}, which is being written "
+                                 f"by {above.holder}; one command writes a folder at a time") from None
+        if not keep_contents:
+            earlier = committed_files(folder) if overwrite and folder_state(folder) == "not-empty" else None
+            extra = not_written(folder, earlier) if earlier is not None else []
+            try:
+                empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
+            except OutputFolderError as exc:
+                raise SystemExit(f"{prog}: {exc}") from None
+            if extra:
+                print(f"{prog}: --overwrite also removed what the earlier run in {folder} had not written: "
+                      f"{named_briefly(extra)}", file=sys.stderr)
     except SystemExit:
         if lock is not None:
             lock.release()

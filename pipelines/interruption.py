@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
 TERMINATED_EXIT = 143  # ... and by SIGTERM
@@ -98,6 +99,34 @@ class Interruption:
             signal.signal(signum, previous)
         if self.seen:
             logging.disable(logging.NOTSET)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A few renames that must not be cut in two (the demo putting its previous state back): SIGINT and
+    SIGTERM that come meanwhile are noted and handled as usual once the block ends. Main thread only
+    (elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is signal.SIG_IGN or handler is None:
+            continue  # ignored stays ignored; None: set outside Python, left alone
+        previous[signum] = signal.signal(signum, lambda number, frame: came.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in came[:1]:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)  # raises as the signal would have (KeyboardInterrupt, Terminated)
+            else:
+                os.kill(os.getpid(), signum)  # SIG_DFL: end as the signal ends the process
 
 
 def run_command(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

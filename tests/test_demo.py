@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pipelines import demo
+from pipelines import demo, demo_folder
 from domain.assets import current_fingerprints
 from pipelines.outputs import read_manifest, read_rows
 from sample.revision import earlier_fingerprints
@@ -163,3 +166,189 @@ def test_report_baseline_reuses_a_matching_comparison_and_refuses_another(demo_r
                               str(tmp_path / "r2.html"), "--baseline", str(root / "run2"), "--comparison",
                               str(root / "compare")], cwd=repo, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 1 and "holds something other than the comparison" in refused.stderr
+
+
+# --- issue 38: a rerun replaces the earlier demo only when it completes, and only what the demo wrote --------
+
+def tree(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_ctrl_c_during_a_rerun_leaves_the_earlier_demo_and_the_users_files(demo_run, tmp_path):
+    """Ctrl-C while the next demo is being built: the earlier complete demo is all there, byte for byte,
+    with what the user added beside it (archive/ invites it), and one line is said."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    _, root, _ = demo_run
+    folder = tmp_path / "demo"
+    shutil.copytree(root, folder, symlinks=True)
+    (folder / "archive" / "candidates-mine.jsonl").write_text("{}\n")
+    (folder / "notes.txt").write_text("mine")
+    before = tree(folder)
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.demo", "--output", str(folder), "--candidates", "50"],
+                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+    def building_run1() -> bool:  # the next run 1's writers are at work: the earlier demo is set aside
+        try:
+            return any(name.startswith(".temp-") for name in os.listdir(folder / "run1"))
+        except OSError:
+            return False
+
+    while proc.poll() is None and not building_run1():
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]  # 0: the demo ended before the signal, which the test must not allow
+    # The simulated producer's figures go to stderr too; of the rest, one line from the command the signal stopped.
+    said = [line for line in stderr.splitlines() if "interrupted" in line or "Traceback" in line or "Error" in line]
+    assert said == [f"notarius-reprocess: interrupted: nothing committed in {folder / 'run1'}"], stderr[-3000:]
+    assert tree(folder) == before
+    assert not [name for name in os.listdir(folder) if name.startswith(".demo-")]
+
+
+def _fake_demo(version: str, fail_at: str | None = None, complete: bool = True):
+    """Stands for the demo's steps (no Beam): writes a few of its entries, fails or stops where told."""
+    def run(args, beam_args, root):
+        for rel in ("archive/transcripts.jsonl.gz", "run1/manifest.json", "backfill/batch/requests.jsonl",
+                    "report.html"):
+            if rel == fail_at:
+                raise RuntimeError("a step failed")
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(version)
+        return (0, True) if complete else (1, False)
+    return run
+
+
+def test_a_rerun_replaces_what_the_demo_wrote_and_nothing_else(tmp_path, monkeypatch):
+    folder = tmp_path / "demo"
+    monkeypatch.setattr(demo, "_run", _fake_demo("v1"))
+    assert demo.main(["--output", str(folder)]) == 0
+    (folder / "archive" / "candidates-mine.jsonl").write_text("mine")
+    (folder / "notes.txt").write_text("mine")
+    monkeypatch.setattr(demo, "_run", _fake_demo("v2"))
+    assert demo.main(["--output", str(folder)]) == 0
+    after = tree(folder)
+    assert {rel: after[rel] for rel in ("archive/candidates-mine.jsonl", "notes.txt")} == {
+        "archive/candidates-mine.jsonl": b"mine", "notes.txt": b"mine"}
+    assert all(after[rel] == b"v2" for rel in ("archive/transcripts.jsonl.gz", "run1/manifest.json", "report.html"))
+    assert sorted(orjson.loads(after[".notarius-demo"])["files"]) == [
+        "archive/transcripts.jsonl.gz", "backfill/batch/requests.jsonl", "report.html", "run1/manifest.json"]
+    assert not [name for name in os.listdir(folder) if name.startswith(".demo-")]
+
+
+@pytest.mark.parametrize("fake", [_fake_demo("v2", fail_at="backfill/batch/requests.jsonl"),
+                                  _fake_demo("v2", complete=False)], ids=["a step raises", "a job fails"])
+def test_a_rerun_that_does_not_complete_puts_the_earlier_demo_back(tmp_path, monkeypatch, fake):
+    folder = tmp_path / "demo"
+    monkeypatch.setattr(demo, "_run", _fake_demo("v1"))
+    assert demo.main(["--output", str(folder)]) == 0
+    (folder / "archive" / "candidates-mine.jsonl").write_text("mine")
+    before = tree(folder)
+    monkeypatch.setattr(demo, "_run", fake)
+    try:
+        assert demo.main(["--output", str(folder)]) == 1
+    except RuntimeError:
+        pass
+    assert tree(folder) == before
+    assert sorted(os.listdir(folder)) == [".notarius-demo", "archive", "backfill", "report.html", "run1"]
+
+
+def test_a_first_demo_that_does_not_complete_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    monkeypatch.setattr(demo, "_run", _fake_demo("v1", fail_at="report.html"))
+    with pytest.raises(RuntimeError):
+        demo.main(["--output", str(folder)])
+    assert os.listdir(folder) == []
+
+
+def test_the_demo_refuses_to_replace_its_folders_while_they_hold_the_users_files(tmp_path, monkeypatch):
+    """What the user put in one of the demo's own folders (a provider's real answers downloaded into
+    backfill/results/, as docs/revising-a-prompt.md says) would go with the folder: refused in one line."""
+    folder = tmp_path / "demo"
+    monkeypatch.setattr(demo, "_run", _fake_demo("v1"))
+    assert demo.main(["--output", str(folder)]) == 0
+    (folder / "backfill" / "results").mkdir()
+    (folder / "backfill" / "results" / "output-1.jsonl").write_text("the provider's answers")
+    before = tree(folder)
+    with pytest.raises(SystemExit, match=r"demo/backfill/results/ is not the demo's: move it out of run1, backfill"):
+        demo.main(["--output", str(folder)])
+    assert tree(folder) == before
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs (but ``finally`` blocks, which a second Ctrl-C also reaches)."""
+
+
+def _renames_until_killed(n: int):
+    """``os.rename`` that is killed at its ``n``-th call (from 0)."""
+    real, done = os.rename, [0]
+
+    def rename(src, dst):
+        if done[0] == n:
+            raise _Killed()
+        done[0] += 1
+        return real(src, dst)
+    return rename
+
+
+def _entries(entries, version: str) -> dict[str, bytes]:
+    """The files that stand for the demo's ``entries`` (a folder holds one file)."""
+    return {(rel if rel not in demo_folder.OWN_FOLDERS else f"{rel}/part-0"): f"{version} {rel}".encode()
+            for rel in entries}
+
+
+@settings(max_examples=200, deadline=None)
+@given(previous=st.sets(st.sampled_from(demo_folder.OWN_ENTRIES)), following=st.sets(st.sampled_from(demo_folder.OWN_ENTRIES)),
+       completes=st.booleans(), kill_at=st.integers(0, 30), kill_recovery_at=st.one_of(st.none(), st.integers(0, 30)))
+def test_a_demo_killed_at_any_step_leaves_the_last_complete_demo(previous, following, completes, kill_at,
+                                                                 kill_recovery_at):
+    """Kill a demo at any rename (setting the earlier demo aside, building, putting it back, discarding it),
+    and the next demo's recovery at any rename too: once a recovery runs to its end, the folder holds the
+    last complete demo (the earlier one unless the discarding rename happened), the user's file untouched,
+    and no aside folder."""
+    import tempfile
+    from pathlib import Path
+
+    def write(root: Path, files: dict[str, bytes]) -> None:
+        for rel, data in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+
+    users = {"archive/mine.txt": b"the user's"}
+    real_rename = os.rename
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        write(root, {**_entries(previous, "old"), **users})
+        committed = False
+        os.rename = _renames_until_killed(kill_at)
+        try:
+            aside = demo_folder.set_aside(str(root))
+            write(root, _entries(following, "new"))
+            if completes:
+                demo_folder.discard(str(root), aside)  # one rename, then deleting: no rename after the commit
+                committed = True
+            else:
+                demo_folder.put_back(str(root), aside)
+        except _Killed:
+            pass
+        finally:
+            os.rename = real_rename
+        if kill_recovery_at is not None:
+            os.rename = _renames_until_killed(kill_recovery_at)
+            try:
+                demo_folder.recover(str(root))
+            except _Killed:
+                pass
+            finally:
+                os.rename = real_rename
+        demo_folder.recover(str(root))
+        assert tree(root) == {**_entries(following if committed else previous, "new" if committed else "old"), **users}
+        assert not [name for name in os.listdir(root) if name.startswith(".demo-")]

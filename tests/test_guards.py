@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixture_archive import write_archive
 from pipelines import reprocess, verify
@@ -651,3 +653,116 @@ def test_verify_checks_a_comparison_folder_against_its_own_manifest(finished_run
     (out / "compare.json").write_bytes((out / "compare.json").read_bytes() + b" ")
     altered = cli("verify", out)
     assert altered.returncode == 1 and "compare.json" in altered.stdout, altered.stdout
+
+
+# --- issue 38: a folder inside another command's folder, and what --overwrite removes besides a run -----
+
+def _paused_job_writing(archive, out: Path) -> subprocess.Popen:
+    """A real job into ``out``, stopped (SIGSTOP) once its writers have made their temporary folder: it holds
+    ``out``'s lock for as long as the test needs, and goes on with SIGCONT."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *job_argv(archive, out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while proc.poll() is None and not (out.is_dir() and any(n.startswith(".temp-") for n in os.listdir(out))):
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.communicate()  # still running: the writers' folder is there
+    os.killpg(proc.pid, signal.SIGSTOP)
+    return proc
+
+
+def _resumed(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    os.killpg(proc.pid, signal.SIGCONT)
+    stdout, stderr = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_overwrite_of_a_folder_holding_a_running_commands_folder_is_refused(archive, tmp_path):
+    """Command A writes x/inner; B with --output x --overwrite would move A's lock and temporary files
+    away and commit x while A still writes into it: B is refused in one line, A finishes, x/inner verifies."""
+    x = tmp_path / "x"
+    a = _paused_job_writing(archive, x / "inner")
+    try:
+        b = cli(*job_argv(archive, x, "--overwrite"))
+        assert b.returncode == 1, b.stderr[-2000:]
+        assert b.stderr.count("\n") == 1 and f"holds {x / 'inner'}, which is being written by notarius-reprocess" \
+            in b.stderr and "--overwrite removed nothing" in b.stderr, b.stderr
+    finally:
+        done = _resumed(a)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert sorted(os.listdir(x)) == ["inner"]  # B left nothing behind, not even its lock file
+    assert verify.verify_folder(str(x / "inner")).ok
+
+
+def test_a_folder_inside_one_another_command_writes_is_refused(archive, tmp_path):
+    """The other way round: B writes x; A asks for x/inner (its files would land unlisted among B's, or be
+    moved by B's --overwrite): A is refused in one line and leaves nothing; B's x verifies."""
+    x = tmp_path / "x"
+    b = _paused_job_writing(archive, x)
+    try:
+        a = cli(*job_argv(archive, x / "inner"))
+        assert a.returncode == 1, a.stderr[-2000:]
+        assert a.stderr.count("\n") == 1 and re.search(
+            rf"lies inside {re.escape(str(x))}, which is being written by notarius-reprocess \(pid \d+\)", a.stderr), a.stderr
+        assert not (x / "inner").exists()
+    finally:
+        done = _resumed(b)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert verify.verify_folder(str(x)).ok
+
+
+def test_a_command_may_write_inside_a_folder_its_own_process_holds(tmp_path):
+    """The demo runs its commands into its own folder: a folder inside one this process holds is allowed,
+    and an overwrite of the outer folder is still refused while the inner one is held."""
+    out = tmp_path / "out"
+    with claimed_output("outer", str(out), inputs={}, writes=[], overwrite=False):
+        with claimed_output("inner", str(out / "inner"), inputs={}, writes=[], overwrite=False):
+            (out / "inner" / "f").write_text("x")
+    with claimed_output("inner", str(out / "inner"), inputs={}, writes=[], overwrite=True):
+        (out / "inner" / "f").write_text("y")
+        with pytest.raises(SystemExit, match="which is being written by inner"):
+            with claimed_output("outer", str(out), inputs={}, writes=[], overwrite=True):
+                pass
+        assert (out / "inner" / "f").read_text() == "y"
+
+
+def test_overwrite_names_what_the_earlier_run_had_not_written(archive, tmp_path):
+    """A report written into a run's folder (and anything else the run did not write) goes with the
+    --overwrite, named in one line; the run's own files are not named."""
+    out = tmp_path / "run"
+    assert reprocess.main(job_argv(archive, out)) == 0
+    (out / "report.html").write_text("<!DOCTYPE html>")
+    (out / "notes").mkdir()
+    (out / "notes" / "a.txt").write_text("mine")
+    (out / "evaluations" / "kept.txt").write_text("mine")
+    again = cli(*job_argv(archive, out, "--overwrite"))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.splitlines() == [f"notarius-reprocess: --overwrite also removed what the earlier run in "
+                                         f"{out} had not written: evaluations/kept.txt, notes/, report.html"]
+    assert verify.verify_folder(str(out)).ok
+    quiet = cli(*job_argv(archive, out, "--overwrite"))
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from("abc"), min_size=1, max_size=3), st.booleans()),
+                min_size=1, max_size=12))
+def test_what_was_not_written_is_named_by_its_outermost_entry(files):
+    """Every file present and not written is under exactly one name given; no name given holds a written file."""
+    import tempfile
+
+    from pipelines.guards import not_written
+
+    paths = {}
+    for parts, is_written in files:
+        rel = "/".join(parts) + ".f"  # files end in .f, folders never do: no path is both
+        paths[rel] = paths.get(rel, False) or is_written
+    written = {rel for rel, is_written in paths.items() if is_written}
+    with tempfile.TemporaryDirectory() as folder:
+        for rel in paths:
+            os.makedirs(os.path.join(folder, os.path.dirname(rel)), exist_ok=True)
+            Path(folder, rel).write_text(rel)
+        named = not_written(folder, written)
+    for rel in set(paths) - written:
+        assert sum(rel == name or (name.endswith("/") and rel.startswith(name)) for name in named) == 1, (rel, named)
+    for name in named:
+        assert not any(rel == name or (name.endswith("/") and rel.startswith(name)) for rel in written), name

@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
@@ -211,8 +212,9 @@ def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
     """Remove everything under ``folder`` (never anything outside it, never through a link); the paths in
     ``first`` go first.
 
-    Locally: a folder whose entries we may not remove is found before anything moves (then nothing is
-    removed); every entry is renamed into one staging folder inside ``folder`` (``first`` first: a crash
+    Locally: a folder whose entries we may not remove, or a folder inside that a command is writing (it
+    holds its lock: FolderLockedError), is found before anything moves (then nothing is removed); the
+    inner folders' locks are held until the end, so no command starts in one meanwhile; every entry is renamed into one staging folder inside ``folder`` (``first`` first: a crash
     in between leaves no manifest behind) and the staging folder is deleted. A rename that fails puts
     the moved entries back; a deletion the system refuses past the permission check (an immutable
     file, another user's entry in a sticky folder) puts what remains back in place and raises. Names
@@ -234,6 +236,11 @@ def remove_folder_contents(folder: str, first: Iterable[str] = ()) -> None:
     names += sorted(set(os.listdir(folder)) - set(names) - {LOCK_NAME})
     if not names:
         return
+    with inner_locks_held(folder):  # a folder inside that a command is writing is refused, not moved
+        _move_and_delete(folder, names)
+
+
+def _move_and_delete(folder: str, names: list[str]) -> None:
     staging = os.path.join(folder, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     os.mkdir(staging)
     moved: list[str] = []
@@ -280,13 +287,27 @@ def remove_temporary_entries(folder: str) -> list[str]:
 
 
 class FolderLockedError(OSError):
-    """Another command holds the folder's lock."""
+    """Another command holds a folder's lock."""
+
+    def __init__(self, folder: str, holder: str) -> None:
+        super().__init__(f"{folder} is being written by {holder}")
+        self.folder = folder
+        self.holder = holder
+
+
+def _holder_named(fd: int) -> str:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 512).decode("utf-8", "replace").strip() or "another command"
 
 
 class FolderLock:
     """One writer per local folder: an exclusive ``flock`` on ``LOCK_NAME`` inside it, held for the
     whole command. The kernel releases it when the process ends, however it ends, so a killed run
     leaves no stale lock (only the lock file, which every check ignores)."""
+
+    # The lock files this process holds, as (device, inode): a folder inside one of them may be written
+    # by this process (the demo runs its commands into its own folder), never by another.
+    _held: set[tuple[int, int]] = set()
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
@@ -302,9 +323,9 @@ class FolderLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                held_by = os.read(fd, 512).decode("utf-8", "replace").strip() or "another command"
+                held_by = _holder_named(fd)
                 os.close(fd)
-                raise FolderLockedError(f"{folder} is being written by {held_by}") from None
+                raise FolderLockedError(folder, held_by) from None
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
             except FileNotFoundError:
@@ -314,15 +335,86 @@ class FolderLock:
             os.close(fd)  # the holder removed the file as we waited: lock the one now there
         os.ftruncate(fd, 0)
         os.write(fd, f"{holder} (pid {os.getpid()})\n".encode("utf-8"))
+        stat = os.fstat(fd)
+        cls._held.add((stat.st_dev, stat.st_ino))
         return cls(path, fd)
 
     def release(self) -> None:
+        stat = os.fstat(self.fd)
+        self._held.discard((stat.st_dev, stat.st_ino))
         try:
-            if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+            if os.path.samestat(stat, os.stat(self.path)):
                 os.unlink(self.path)  # while still locked: the next writer never locks a removed file
         except OSError:
             pass
         os.close(self.fd)
+
+
+def lock_holder(folder: str) -> str | None:
+    """Who holds ``folder``'s lock when another command does (what it wrote in the lock file); None when
+    nobody does, or this process (a ``FolderLock`` of ours).
+
+    The probe is a shared lock taken and dropped at once: a command taking the folder's lock in that
+    instant is refused as if it were held, which only happens between two commands that would conflict."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None  # no lock file: nobody writes it
+    try:
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) in FolderLock._held:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder_named(fd)
+        return None
+    finally:
+        os.close(fd)  # drops the probe's lock
+
+
+def locked_folder_above(folder: str) -> FolderLockedError | None:
+    """The nearest folder above local ``folder`` that another command is writing (it holds its lock):
+    what is written inside it would be moved or removed by that command's --overwrite, or land among its
+    outputs unlisted."""
+    parent = os.path.dirname(folder)
+    while parent != os.path.dirname(parent):
+        holder = lock_holder(parent)
+        if holder is not None:
+            return FolderLockedError(parent, holder)
+        parent = os.path.dirname(parent)
+    return None
+
+
+@contextmanager
+def inner_locks_held(folder: str) -> Iterator[None]:
+    """Hold the lock of every folder under local ``folder`` (not its own, links not followed) while the
+    block runs, so no command starts writing one of them meanwhile; FolderLockedError, nothing held,
+    when one is being written (by another command, or by this process under another claim)."""
+    import fcntl
+
+    held: list[int] = []
+    try:
+        for parent, _, names in os.walk(folder, followlinks=False):
+            if parent == folder or LOCK_NAME not in names:
+                continue
+            try:
+                fd = os.open(os.path.join(parent, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # gone meanwhile (its holder ended), or a link: no lock of ours
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder_named(fd)
+                os.close(fd)
+                raise FolderLockedError(parent, holder) from None
+            held.append(fd)
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def pattern_reaches(pattern: str, path: str) -> bool:
@@ -405,6 +497,9 @@ def empty_output_folder(output: str, target: OutputTarget, *, overwrite: bool,
                                 f"deletes through a link: name {target.folder} itself")
     try:
         remove_folder_contents(target.folder, [FileSystems.join(target.folder, rel) for rel in remove_first])
+    except FolderLockedError as exc:
+        raise OutputFolderError(f"--output {output!r} holds {exc.folder}, which is being written by {exc.holder}; "
+                                f"--overwrite removed nothing: wait for that command to end") from None
     except (OSError, BeamIOError) as exc:
         raise OutputFolderError(f"--overwrite could not empty {output!r}: {exc}") from None
 
