@@ -491,7 +491,7 @@ _REFRESH_COUNTS = {
 }
 
 # path -> (type, meaning). "<family>" a family's key, "<output>" an output folder (`artifacts/spells`,
-# `evaluations`, ...), "<input>" an input name; "[]" the elements of a list.
+# `evaluations`, ...), "<input>" an input name, "<judge>" a judge's name; "[]" the elements of a list.
 MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "inputs.transcripts": ("integer", "Transcript records read (blank lines not counted)."),
     "inputs.candidates": ("integer", "Candidate records read (blank lines not counted)."),
@@ -986,6 +986,8 @@ def _manifest_items(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
                 key = "<output>"
             elif prefix.endswith("by_input."):
                 key = "<input>"
+            elif prefix == "judges.":
+                key = "<judge>"
             elif key in FAMILIES:
                 key = "<family>"
             yield prefix + key, item

@@ -158,14 +158,6 @@ def judge_response_schema(judge: JudgeSpec) -> dict:
     }
 
 
-def generated_judge_schemas() -> dict[str, bytes]:
-    """{asset path: bytes} of every declared judge's response schema (``python -m domain.schemagen``)."""
-    from domain.families import FAMILIES  # the families import this module to declare their judges
-
-    return {judge.schema_path: orjson.dumps(judge_response_schema(judge), option=orjson.OPT_INDENT_2)
-            + b"\n" for spec in FAMILIES.values() for judge in spec.judges}
-
-
 @lru_cache(maxsize=None)
 def _answer_validator(judge: JudgeSpec):
     # Imported on first use: jsonschema costs every process 0.13 s at start (domain.batch.prompts).

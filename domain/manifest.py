@@ -110,12 +110,12 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
 
 def judges_block(counts: Mapping[str, int], judge_names) -> dict:
     """Per judge of the run (SPEC §4.3): its family and fingerprint, and what its verdicts and
-    requests came to (``domain.counters.JUDGE_COUNTERS``); judges named by verdicts of no judge of
-    the run are not listed (their verdicts are unmatched)."""
+    requests came to (``domain.counters.JUDGE_COUNTERS``). Verdicts of a judge the run does not have
+    are not counted per judge: they are unmatched (``verdict_conservation``)."""
     declared = {judge.name: judge for spec in FAMILIES.values() for judge in spec.judges}
     counted = c.judge_counts(counts)
     block = {}
-    for name in sorted(set(judge_names) | (set(counted) & set(declared))):
+    for name in sorted(judge_names):
         judge = declared[name]
         block[name] = {"family": judge.family, "fingerprint": judge.fingerprint(),
                        **counted.get(name, dict.fromkeys(c.JUDGE_COUNTERS, 0))}

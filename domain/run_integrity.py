@@ -229,6 +229,18 @@ class _ManifestReader:
                            "a list of names")
 
 
+# What runs made before semantic judges (SPEC §4.3) did not write; such a run still verifies.
+_JUDGE_KEYS = ("judges", "verdict_conservation")
+
+
+def _before_judges(manifest: Any) -> bool:
+    """A manifest written before judges existed: none of their blocks, and no judge request count."""
+    if not isinstance(manifest, Mapping) or any(key in manifest for key in _JUDGE_KEYS):
+        return False
+    outputs = manifest.get("outputs")
+    return not (isinstance(outputs, Mapping) and "judge_requests" in outputs)
+
+
 def _dotted(keys: Sequence[Any]) -> str:
     return ".".join(str(key) for key in keys)
 
@@ -328,7 +340,10 @@ def _conservation_problems(read: _ManifestReader, unreadable: Mapping[str, int] 
     unreadable (a run with an unreadable input file never verifies: what it lost is unknown)."""
     paths = read.names("unreadable_files", "paths") or []
     problems = []
+    older = _before_judges(read.manifest)
     for block, total_name, part_names, input_name in CONSERVATION_BLOCKS:
+        if older and block in _JUDGE_KEYS:
+            continue
         total = read.count(block, total_name)
         parts = [read.count(block, name) for name in part_names]
         holds = read.flag(block, "holds")
@@ -407,7 +422,8 @@ def _count_problems(read: _ManifestReader, rows: Mapping[str, int], families: li
         if claimed is not None and output in rows and rows[output] != claimed:  # an unlisted output: a problem already
             problems.append(f"{output}: the files hold {rows[output]} rows, the manifest counts {claimed}{detail}")
 
-    outputs = {name: read.count("outputs", name) for name in OUTPUT_COUNTS}
+    older = _before_judges(read.manifest)
+    outputs = {name: 0 if older and name == "judge_requests" else read.count("outputs", name) for name in OUTPUT_COUNTS}
 
     # artifacts/<family>: one row per accepted slot.
     if families is not None:
@@ -437,6 +453,19 @@ def _count_problems(read: _ManifestReader, rows: Mapping[str, int], families: li
     if retries is not None and refreshes is not None and judge_requests is not None:
         files_hold("retry_requests", retries + refreshes + judge_requests,
                    f" ({retries} retry + {refreshes} refresh + {judge_requests} judge requests)")
+
+    # Judge requests: one block entry per judge of the run (options.judges), their requests adding up.
+    judges = None if older else read.block("judges")
+    if judges is not None:
+        options = read.manifest.get("options") if isinstance(read.manifest, Mapping) else None
+        run_judges = options.get("judges", []) if isinstance(options, Mapping) else None  # absent: no judges
+        if run_judges is not None and not (isinstance(run_judges, list) and all(isinstance(j, str) for j in run_judges)):
+            problems.append(f"manifest: options.judges is {shown(run_judges)}, not a list of names")
+        elif run_judges is not None and sorted(map(str, judges)) != sorted(run_judges):
+            problems.append(f"the manifest contradicts itself: judges lists {sorted(map(str, judges))}, "
+                            f"options.judges {sorted(run_judges)}")
+        problems += _contradiction("outputs.judge_requests", outputs["judge_requests"], "the sum of judges.*.requests",
+                                   _sum(read.count("judges", name, "requests") for name in judges))
 
     # evaluations/: a row per candidate evaluated.
     evaluations = read.count("conservation", "evaluations")

@@ -8,10 +8,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import orjson
+
 from domain.families import FAMILIES
-from domain.judges import generated_judge_schemas
+from domain.judges import judge_response_schema
 from domain.schemas import (generated_evaluation_schemas, generated_output_schemas, generated_request_schemas,
                             generated_schemas, generated_slot_change_schemas)
+
+
+def generated_judge_schemas() -> dict[str, bytes]:
+    """{asset path: bytes} of every declared judge's response schema (``domain.judges``)."""
+    return {judge.schema_path: orjson.dumps(judge_response_schema(judge), option=orjson.OPT_INDENT_2) + b"\n"
+            for spec in FAMILIES.values() for judge in spec.judges}
 
 
 def main(argv: list[str] | None = None) -> int:

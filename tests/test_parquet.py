@@ -68,7 +68,7 @@ def spell_artifact(raw: str) -> dict:
         "earliest_evidence_unit_id": None,
         "provenance": {"candidate_id": "c", "attempt": 1, "producer": {"provider": "p", "model": "m"},
                        "prompt_fingerprint": "f", "schema_fingerprint": "g", "raw_response": raw,
-                       "raw_response_sha256": hashlib.sha256(raw.encode()).hexdigest()},
+                       "raw_response_sha256": hashlib.sha256(raw.encode()).hexdigest(), "judged_by": []},
         "validator_policy_fingerprint": "sha256:" + "0" * 64,
     }
 
