@@ -145,6 +145,10 @@ class ChunkView:
     def speaker(self, index: int) -> str:
         return self.source.speakers[self.positions[index]]
 
+    def chunk_speakers(self) -> tuple[str, ...]:
+        """The chunk's speakers in order of first line (the people at the table)."""
+        return tuple(dict.fromkeys(self.speaker(i) for i in range(len(self.positions))))
+
     def text(self, index: int) -> str:
         return self.source.texts[self.positions[index]]
 

@@ -38,6 +38,7 @@ import orjson
 from domain.batch.ledger import candidate_id, parse_index_row
 from domain.batch.prompts import ENTRIES_HEADING
 from domain.batch.providers import PROVIDERS
+from domain.revision import KIND_JUDGE
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_proposal
 from sample.sim_records import FAMILY_BUILDERS, ChunkView, RegistryBook, SourceCues, SourceView, clean_records
@@ -119,6 +120,8 @@ def run(pattern: str, transcripts: Sequence[dict], results_out: Path, truth_out:
             index = [parse_index_row(raw, str(index_path)) for raw in index_path.read_bytes().splitlines() if raw.strip()]
             lines = requests_path.read_bytes().splitlines()
             for row in index:
+                if row.kind == KIND_JUDGE:  # a judge's question, not an extraction: sample.simulated_judge answers it
+                    continue
                 read += 1
                 if row.provider != PROVIDER:
                     raise SystemExit(f"{index_path}: exported for {row.provider}; the simulated batch plays {PROVIDER}")

@@ -74,6 +74,7 @@ from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
 from sample.revision import earlier_prompt_fingerprint, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)
+from sample.simulated_judge import JudgeDefectRates, plant
 from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
 
 Fingerprints = Callable[[str], tuple[str, str]]
@@ -98,6 +99,9 @@ class ProducerConfig:
     reconciliation_rates: ReconciliationRates = field(default_factory=ReconciliationRates)
     # Families whose first attempts were made under an earlier prompt (sample/prompts/<family>.v0.md).
     revised_families: frozenset[str] = frozenset()
+    # Semantic defects no rule sees, planted into rule-passing attempts for the judges (sample.simulated_judge);
+    # all rates 0 (the default) leave the archive and its truth byte for byte as without them.
+    judge_defects: JudgeDefectRates = field(default_factory=JudgeDefectRates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +251,13 @@ class SimulatedProducer:
         for attempt, kinds in enumerate(plan, start=1):
             response, defects = inject(family, view, rng, book, clean, kinds)
             passes = not is_failing(kinds)
+            judge_defects = None
+            if self.config.judge_defects.enabled:  # an RNG of its own: the slot's draws stay as they were
+                judge_defects = []
+                if passes:
+                    planting = random.Random(seed_int(slot_seed, attempt, "judge-defects"))
+                    response, judge_defects = plant(family, response, view.chunk_speakers(),
+                                                    self.config.judge_defects, planting)
             # The job accepts the earliest passing current attempt, else the earliest passing one
             # (SPEC §6.1): what later prompts list (registries) is that attempt's response.
             if passes and self.stale(family, attempt, kinds):
@@ -259,6 +270,8 @@ class SimulatedProducer:
                      "source_id": source_id, "chunk_id": chunk["chunk_id"], "attempt": attempt,
                      "defects": [defect.to_json() for defect in defects],
                      "expected_pass": passes}
+            if judge_defects is not None:
+                truth["judge_defects"] = judge_defects
             emitted.append(Emitted(candidate, truth))
         return SlotResult(emitted, accepted if accepted is not None else accepted_stale)
 
@@ -427,6 +440,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         choices=revisable_families(),
                         help="first attempts of this family were made under its earlier prompt "
                              "(sample/prompts/FAMILY.v0.md) and are stale for the job (repeatable)")
+    parser.add_argument("--judge-defects", action="store_true",
+                        help="plant semantic defects no rule sees (wrong actor, wrong caster, a player as an NPC) "
+                             "at the demo's rates, for the judges (sample.simulated_judge); truth: judge_defects")
+    parser.add_argument("--judge-defect-rate", action="append", default=[], metavar="NAME=P",
+                        help="override a planted semantic defect's rate: wrong_actor, wrong_caster, player_as_npc")
     parser.add_argument("--fingerprints", default=DEFAULT_FINGERPRINTS, metavar="MODULE:FUNC",
                         help="callable family -> (prompt_fingerprint, schema_fingerprint)")
     return parser.parse_args(argv)
@@ -452,9 +470,11 @@ def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = 
     if not writes_transcripts and (sizing.source_count > len(inputs) or args.min_units):
         raise SystemExit("these options create sources the input does not have; "
                          "pass --transcripts-out FILE so the pipeline can read them")
+    judge_defects = (JudgeDefectRates.demo() if args.judge_defects else JudgeDefectRates()).with_overrides(
+        args.judge_defect_rate)
     config = ProducerConfig(seed=args.seed, rates=rates, attempts=attempts,
                             keep_probability=sizing.keep_probability,
-                            reconciliations=args.reconciliations,
+                            reconciliations=args.reconciliations, judge_defects=judge_defects,
                             reconciliation_rates=reconciliation_rates,
                             revised_families=frozenset(args.revised_family))
     if args.candidates and sizing.expected_candidates < 0.9 * args.candidates:
