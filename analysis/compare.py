@@ -36,7 +36,7 @@ from domain import counters
 from domain.families import FAMILIES
 from domain.revision import KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
-from domain.run_integrity import ARTIFACTS, ManifestError, listed_files, output_of
+from domain.run_integrity import ARTIFACTS, ManifestError, ManifestReader, listed_files, output_of, shown
 
 # --- names (normative: SPEC §6.3; assets/outputs/slot_change.v1.* spell them too) -------------------
 
@@ -558,38 +558,46 @@ def comparison_manifest(document: Mapping[str, Any], *, files: Mapping[str, list
 
 
 def comparison_folder_problems(manifest: Any, found: Mapping[str, Any], part_files: Iterable[str],
-                               documents: Mapping[str, dict | None]) -> list[str]:
+                               documents: Mapping[str, dict | str | None]) -> list[str]:
     """A comparison folder against its manifest (one line per problem; none: the folder is as committed).
+    A manifest of any shape gives problems, never an exception (a value of the wrong type is one).
 
-    ``found``: for each listed path, the file's facts now (``OutputFile``) or None; ``part_files``: every
-    ``part-*`` file in the folder; ``documents``: each document's facts now (None: missing)."""
+    ``found``: for each listed path, the file's facts now (``OutputFile``), why they cannot be had (a str) or
+    None (no file); ``part_files``: every ``part-*`` file in the folder; ``documents``: each document's facts
+    now, why they cannot be had (a str) or None (missing)."""
     try:
         listed = listed_files(manifest)
     except ManifestError as exc:
         return [str(exc)]
     problems = []
     if manifest.get("kind") != COMPARE_KIND:
-        problems.append(f"the manifest's kind is {manifest.get('kind')!r}, not {COMPARE_KIND!r}")
+        problems.append(f"the manifest's kind is {shown(manifest.get('kind'))}, not {COMPARE_KIND!r}")
     for path, want in sorted(listed.items()):
         have = found.get(path)
         if have is None:
             problems.append(f"missing: {path}")
+        elif isinstance(have, str):
+            problems.append(f"altered: {path}: {have}")
         elif (have.bytes, have.sha256, have.rows) != (want.bytes, want.sha256, want.rows):
             problems.append(f"altered: {path}")
     problems += [f"unlisted: {path}" for path in sorted(set(part_files) - listed.keys())]
+    read = ManifestReader(manifest)
     rows = sum(f.rows for f in listed.values() if output_of(f.path) == SLOTS_OUTPUT)
-    claimed = (manifest.get("outputs") or {}).get(SLOTS_OUTPUT)
-    if rows != claimed:
-        problems.append(f"{SLOTS_OUTPUT}: the files hold {rows} rows, the manifest counts {claimed}")
+    claimed = read.count("outputs", SLOTS_OUTPUT)
+    checks = []
+    if claimed is not None and rows != claimed:
+        checks.append(f"{SLOTS_OUTPUT}: the files hold {rows} rows, the manifest counts {claimed}")
     for name in (COMPARE_JSON, COMPARE_HTML):
-        want_doc = (manifest.get("documents") or {}).get(name)
+        want_doc = read.block("documents", name)
         have_doc = documents.get(name)
         if want_doc is None:
-            problems.append(f"the manifest lists no {name}")
-        elif have_doc is None:
-            problems.append(f"missing: {name}")
+            continue  # missing or not an object: noted by the reader
+        if have_doc is None:
+            checks.append(f"missing: {name}")
+        elif isinstance(have_doc, str):
+            checks.append(f"altered: {name}: {have_doc}")
         elif have_doc != want_doc:
-            problems.append(f"altered: {name}")
-    if not (manifest.get("conservation") or {}).get("holds"):
-        problems.append("the comparison's conservation does not hold")
-    return problems
+            checks.append(f"altered: {name}")
+    if read.flag("conservation", "holds") is False:
+        checks.append("the comparison's conservation does not hold")
+    return problems + list(read.problems) + checks

@@ -6,6 +6,7 @@ loaded job's PipelineOptions together, and this test process runs the main job i
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -402,3 +403,114 @@ def test_compare_refuses_an_output_in_a_run_and_a_run_that_does_not_verify(compa
     assert "run B:" in refused.stderr and "does not verify" in refused.stderr
     used = compare(str(root / "run-a"), str(root / "run-b"), "--output", str(compared["out"]), expect=1)
     assert "--overwrite" in used.stderr
+
+
+# --- a comparison folder's verify: whatever the folder holds, one line per problem (issue 38) ----------
+
+def comparison_verify(folder: Path) -> subprocess.CompletedProcess:
+    """``verify`` in a process of its own, bounded: a read that never ends fails the test, never hangs it."""
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "verify", str(folder)], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.timeout(300)
+def test_verify_of_a_comparison_folder_reads_no_pipe_or_device(compared, tmp_path):
+    """A listed slots/part-* that is a FIFO and a compare.json that leads to /dev/zero: each one problem line
+    (the rule a run folder's verify applies), exit 1; reading either would never end."""
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    part = next((copy / "slots").glob("part-*"))
+    part.unlink()
+    os.mkfifo(part)
+    (copy / COMPARE_JSON).unlink()
+    (copy / COMPARE_JSON).symlink_to("/dev/zero")
+    done = comparison_verify(copy)
+    assert done.returncode == 1, done.stderr[-2000:]
+    problems = [line.strip() for line in done.stdout.splitlines()[:-1]]
+    assert sorted(problems) == sorted([
+        f"altered: {part.relative_to(copy)}: not a regular file (a link, a pipe or a device): the job writes plain files",
+        f"altered: {COMPARE_JSON}: not a regular file (a link, a pipe or a device): the job writes plain files"])
+    assert "NOT VERIFIED: 2 problem(s)" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_manifest_that_is_a_pipe_is_one_problem_line(compared, tmp_path):
+    """The commit record itself obeys the same rule: a manifest.json that is a FIFO is refused, not read."""
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    (copy / "manifest.json").unlink()
+    os.mkfifo(copy / "manifest.json")
+    done = comparison_verify(copy)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0].strip() == \
+        "manifest.json is not a regular file (a link, a pipe or a device): the job writes plain files"
+
+
+@pytest.fixture(scope="module")
+def comparison_facts(compared):
+    """The committed comparison's manifest and what its folder holds now (as verify reads it)."""
+    from pipelines.verify import comparison_folder_facts
+
+    return compared["manifest"], comparison_folder_facts(str(compared["out"]), compared["manifest"])
+
+
+# What verify of a comparison folder checks: every value under these keys matters.
+COMPARISON_CHECKED = (("kind",), ("files",), ("outputs",), ("documents",), ("conservation",))
+WRONG_TYPES = st.sampled_from([None, True, 0, -1, 1.5, "x", "", [], [1], {}, {"x": 1}])
+
+
+def _set_at(manifest: dict, path: tuple, value) -> dict:
+    copy = orjson.loads(orjson.dumps(manifest))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return copy
+
+
+def _paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield (*prefix, key)
+            yield from _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield (*prefix, index)
+            yield from _paths(value, (*prefix, index))
+
+
+def test_the_committed_comparison_has_no_problem(comparison_facts):
+    manifest, facts = comparison_facts
+    assert comparison_folder_problems(manifest, *facts) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_wrong_typed_value_anywhere_in_a_comparison_manifest_is_a_problem_line(comparison_facts, data):
+    """Any key of a real comparison manifest given a value of another type: problems (one line each), never an
+    exception; under a key verify checks, at least one problem."""
+    manifest, facts = comparison_facts
+    path = data.draw(st.sampled_from(list(_paths(manifest))))
+    old = manifest
+    for key in path:
+        old = old[key]
+    value = data.draw(WRONG_TYPES.filter(lambda v: type(v) is not type(old)))
+    problems = comparison_folder_problems(_set_at(manifest, path, value), *facts)
+    assert all(isinstance(p, str) and "\n" not in p for p in problems)
+    if path[:1] in COMPARISON_CHECKED:
+        assert problems, path
+
+
+@pytest.mark.parametrize("key", ["documents", "outputs", "conservation"])
+@pytest.mark.parametrize("value", [[], "x", 3, None])
+def test_a_comparison_manifest_block_of_the_wrong_type_is_one_line_exit_1(compared, tmp_path, capsys, key, value):
+    from pipelines import verify
+
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    manifest = orjson.loads((copy / "manifest.json").read_bytes())
+    (copy / "manifest.json").write_bytes(orjson.dumps({**manifest, key: value}))
+    assert verify.main([str(copy)]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith(f"manifest: {key} is") for line in printed), printed
+    assert printed[-1].endswith("problem(s)")
