@@ -41,7 +41,7 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.files import SUFFIX_FORMATS, format_of, normalized_folder
+from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
@@ -70,10 +70,10 @@ DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slot
 # --- the job ----------------------------------------------------------------------------------------
 
 def run_pattern(folder: str, output: str) -> str:
-    """The part files of one output of a run (every family's, for artifacts)."""
+    """The part files of one output of a run (every family's, for artifacts); the folder read as named."""
     if output == OUTPUT_ARTIFACTS:
-        return join_path(folder, OUTPUT_ARTIFACTS, "*", "part-*")
-    return join_path(folder, output, "part-*")
+        return join_path(literal_pattern(folder), OUTPUT_ARTIFACTS, "*", "part-*")
+    return join_path(literal_pattern(folder), output, "part-*")
 
 
 def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]]:
@@ -412,7 +412,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     standard = options.view_as(StandardOptions)
     runs = {run_name: normalized_folder(folder) for run_name, folder in zip(RUNS, folders)}
     # Every file of either run is an input: the comparison may be written neither in a run folder nor around one.
-    inputs = {f"RUN_{run_name.upper()}": join_path(runs[run_name], "**") for run_name in RUNS}
+    inputs = {f"RUN_{run_name.upper()}": join_path(literal_pattern(runs[run_name]), "**") for run_name in RUNS}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
         recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format}
