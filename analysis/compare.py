@@ -187,10 +187,17 @@ class RowError(ValueError):
     """A row that is not what the run's output contract says (a verified run never has one)."""
 
 
+_KIND_NAMES = {int: "an integer", str: "a string"}
+
+
 def _field(row: Mapping[str, Any], name: str, kind: type) -> Any:
-    value = row.get(name) if isinstance(row, Mapping) else None
+    if not isinstance(row, Mapping):
+        raise RowError(f"a row that is {shown(row)}, not an object")
+    if name not in row:
+        raise RowError(f"a row without {name!r}")
+    value = row[name]
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise RowError(f"a row without a {kind.__name__} {name!r}")
+        raise RowError(f"{name!r} is {shown(value)}, not {_KIND_NAMES[kind]}")
     return value
 
 
@@ -206,7 +213,11 @@ def records_sha256(records: Sequence[Any]) -> str:
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
     """An evaluation row as an attempt."""
-    issues = row.get("issues") or ()
+    issues = row.get("issues") if isinstance(row, Mapping) else None
+    if issues is None:
+        issues = ()
+    elif not isinstance(issues, list):
+        raise RowError(f"'issues' is {shown(issues)}, not a list")
     codes = tuple(str(issue.get("reason_code", "")) for issue in issues
                   if isinstance(issue, Mapping) and issue.get("validator") != BOUND_VALIDATOR)
     return Attempt(_field(row, "attempt", int), _field(row, "candidate_id", str), _field(row, "verdict", str), codes)
@@ -216,7 +227,7 @@ def request_of(row: Mapping[str, Any]) -> Request:
     """A request row (``kind`` retry or refresh)."""
     kind = _field(row, "kind", str)
     if kind not in REQUEST_KINDS:
-        raise RowError(f"a request of kind {kind!r}, not one of {', '.join(REQUEST_KINDS)}")
+        raise RowError(f"a request of kind {shown(kind)}, not one of {', '.join(REQUEST_KINDS)}")
     return Request(_field(row, "attempt", int), _field(row, "candidate_id", str), kind)
 
 
@@ -429,11 +440,17 @@ def listed_rows(manifest: Mapping[str, Any]) -> dict[str, int]:
         raise RowError(str(exc)) from None
     rows = dict.fromkeys(COMPARED_OUTPUTS, 0)
     for f in listed.values():
-        output = output_of(f.path)
-        output = OUTPUT_ARTIFACTS if output.startswith(OUTPUT_ARTIFACTS + "/") else output
-        if output in rows:
+        output = compared_output(f.path)
+        if output is not None:
             rows[output] += f.rows
     return rows
+
+
+def compared_output(path: str) -> str | None:
+    """The output compare reads a run's file as (``artifacts`` for every family's); None: one it does not read."""
+    output = output_of(path)
+    output = OUTPUT_ARTIFACTS if output.startswith(OUTPUT_ARTIFACTS + "/") else output
+    return output if output in COMPARED_OUTPUTS else None
 
 
 def rows_block(listed: Mapping[str, Mapping[str, int]], read_counts: Mapping[str, int]) -> dict:

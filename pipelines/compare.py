@@ -29,10 +29,11 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
                               OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
-                              SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
+                              SLOT_OUTCOMES, SLOTS_OUTPUT, RowError, Slot, comparison_document, comparison_manifest,
+                              compare_slot, compared_output, document_facts, facts_by_slot, input_name, listed_rows,
                               merged, rows_block, slot_row_order)
 from domain.assets import load_json_asset
-from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, relative_path
+from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, beam_options, parse_command, wants_help
@@ -41,7 +42,8 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder
+from pipelines.outputs import iter_file_rows
+from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
@@ -55,6 +57,8 @@ READ_LIMIT = 2**31 - 1
 # Slot rows per written block, and per change in compare.json's examples.
 ROWS_PER_BLOCK = 1000
 EXAMPLES_PER_CHANGE = 20
+# The output of the facts step that names the inputs of blocks holding a row of the wrong type.
+ROW_ERRORS = "row_errors"
 
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
@@ -77,12 +81,20 @@ def run_pattern(folder: str, output: str) -> str:
 
 
 def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]]:
-    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot."""
+    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot; a
+    block holding a row that is not what the output's contract says -> its input's name on ``ROW_ERRORS``."""
     _, (name, block) = element
     run, output = name.split(".", 1)
     rows = (orjson.loads(line) for line in decode_block(block))
-    for slot, facts in facts_by_slot(output, rows).items():
-        yield slot.key, (run, facts)
+    try:
+        facts = facts_by_slot(output, rows)
+    except RowError:
+        # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block is
+        # compared and the comparison is not committed; the command names the file and the row.
+        yield beam.pvalue.TaggedOutput(ROW_ERRORS, name)
+        return
+    for slot, slot_in_run in facts.items():
+        yield slot.key, (run, slot_in_run)
 
 
 def compare_grouped(element):
@@ -95,7 +107,8 @@ def compare_grouped(element):
 
 class ReadSlotFacts(beam.PTransform):
     """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block,
-    and the reading step's counts (rows read, rows not readable, per run and output)."""
+    the inputs of the blocks that held a row of the wrong type, and the reading step's counts (rows read,
+    rows not readable, per run and output)."""
 
     def __init__(self, runs: Mapping[str, str]) -> None:
         super().__init__()
@@ -106,7 +119,8 @@ class ReadSlotFacts(beam.PTransform):
                                   READ_LIMIT, fields=READ_FIELDS[output])
                        for run in RUNS for output in COMPARED_OUTPUTS)
         read = pbegin | "Read" >> ReadKeyedInputs(inputs)
-        return read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts), read[COUNTS]
+        facts = read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts).with_outputs(ROW_ERRORS, main="facts")
+        return facts.facts, facts[ROW_ERRORS], read[COUNTS]
 
 
 class CompareSlots(beam.PTransform):
@@ -123,7 +137,9 @@ def slot_rows(comparison) -> list[dict]:
 
 def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
                    output: str, fmt: str, options: Mapping[str, Any], runner_name: str) -> None:
-    facts, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
+    facts, row_errors, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
+    # The documents and the manifest are written only when no row was of the wrong type: else nothing commits.
+    blocks_refused = row_errors | "CountRowErrors" >> beam.combiners.Count.Globally()
     comparisons = facts | "CompareSlots" >> CompareSlots()
 
     rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
@@ -152,7 +168,7 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
         | "Document" >> beam.Map(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
                                  examples=beam.pvalue.AsSingleton(examples))
-        | "WriteDocuments" >> beam.Map(write_documents, output)
+        | "WriteDocuments" >> beam.FlatMap(write_documents, output, refused=beam.pvalue.AsSingleton(blocks_refused))
         # The commit record: after the documents and every slot file are in place.
         | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
                                       files=beam.pvalue.AsSingleton(files))
@@ -183,14 +199,17 @@ def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
             "runner": manifest.get("runner")}
 
 
-def write_documents(document: dict, output: str) -> tuple[dict, dict]:
-    """compare.json and compare.html; returns the document and their facts (bytes, sha256) for the manifest."""
+def write_documents(document: dict, output: str, refused: int = 0) -> Iterable[tuple[dict, dict]]:
+    """compare.json and compare.html; yields the document and their facts (bytes, sha256) for the manifest.
+    Nothing when ``refused`` blocks held a row of the wrong type (then no manifest follows either)."""
+    if refused:
+        return
     data = {COMPARE_JSON: orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                        | orjson.OPT_APPEND_NEWLINE),
             COMPARE_HTML: render_comparison(document).encode("utf-8")}
     for name, content in data.items():
         write_document(content, join_path(output, name))
-    return document, {name: document_facts(content) for name, content in data.items()}
+    yield document, {name: document_facts(content) for name, content in data.items()}
 
 
 def write_manifest(written: tuple[dict, dict], output: str, options: Mapping[str, Any], runner: str,
@@ -419,9 +438,34 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
         send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner)
+        if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed
+            problem = first_row_error(runs, manifests)
+            remove_folder_contents(folder)  # claimed empty: all of it is this command's (slots/, documents)
+            raise SystemExit(f"{PROG}: {problem}; the run verifies, but compare reads only rows its output "
+                             f"contract allows: nothing was written to {folder}")
         path = join_path(folder, COMPARE_JSON)
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             return orjson.loads(handle.read()), folder
+
+
+def first_row_error(runs: Mapping[str, str], manifests: Mapping[str, Mapping]) -> str:
+    """The first row of either run that compare cannot read as facts, by file and row number. The job's
+    blocks do not carry their file, so the listed files are read again (only when the job met such a row)."""
+    for run in RUNS:
+        for rel in sorted(listed_files(manifests[run])):
+            output = compared_output(rel)
+            if output is None:
+                continue
+            path = join_path(runs[run], rel)
+            try:
+                for number, row in enumerate(iter_file_rows(path), 1):
+                    try:
+                        facts_by_slot(output, [row])
+                    except RowError as exc:
+                        return f"run {run.upper()}: {path} row {number}: {exc}"
+            except (OSError, ValueError):
+                continue  # not readable past here: the reading step's dead letters, not a row of the wrong type
+    return "a row of run A or B is not what its output's contract says (not found again when read anew)"
 
 
 def format_summary(document: Mapping[str, Any], output: str) -> str:
