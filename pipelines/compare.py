@@ -19,6 +19,7 @@ does not, 1 on a refused command line or folder.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import apache_beam as beam
@@ -57,8 +58,11 @@ READ_LIMIT = 2**31 - 1
 # Slot rows per written block, and per change in compare.json's examples.
 ROWS_PER_BLOCK = 1000
 EXAMPLES_PER_CHANGE = 20
-# The output of the facts step that names the inputs of blocks holding a row of the wrong type.
-ROW_ERRORS = "row_errors"
+# Blocks holding a row of the wrong type ride through the grouping under this key (every slot's has three
+# parts) and are tallied under the other: one more output of the reading stage would cost, on Flink, one
+# more copy of that stage's whole output.
+REFUSED = ("refused",)
+REFUSED_TALLY = ("refused_blocks",)
 
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
@@ -80,9 +84,9 @@ def run_pattern(folder: str, output: str) -> str:
     return join_path(literal_pattern(folder), output, "part-*")
 
 
-def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]]:
+def slot_facts(element) -> Iterable[tuple[tuple[str, ...], tuple[str, Any]]]:
     """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot; a
-    block holding a row that is not what the output's contract says -> its input's name on ``ROW_ERRORS``."""
+    block holding a row that is not what the output's contract says -> (``REFUSED``, (run, output))."""
     _, (name, block) = element
     run, output = name.split(".", 1)
     rows = (orjson.loads(line) for line in decode_block(block))
@@ -91,23 +95,39 @@ def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]
     except RowError:
         # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block is
         # compared and the comparison is not committed; the command names the file and the row.
-        yield beam.pvalue.TaggedOutput(ROW_ERRORS, name)
+        yield REFUSED, (run, output)
         return
     for slot, slot_in_run in facts.items():
         yield slot.key, (run, slot_in_run)
+
+
+@dataclass(frozen=True)
+class RefusedBlocks:
+    """The blocks grouped under ``REFUSED``: no slot row; their number is tallied, and a tally with any
+    gives no document (so no manifest)."""
+
+    blocks: int
+
+    def row(self) -> None:
+        return None
+
+    def tally(self) -> dict[tuple, int]:
+        return {REFUSED_TALLY: self.blocks}
 
 
 def compare_grouped(element):
     """(slot, [(run, facts)]) -> the slot's comparison."""
     key, parts = element
     parts = list(parts)
+    if key == REFUSED:
+        return RefusedBlocks(len(parts))
     return compare_slot(Slot(*key), merged(f for run, f in parts if run == RUN_A),
                         merged(f for run, f in parts if run == RUN_B))
 
 
 class ReadSlotFacts(beam.PTransform):
-    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block,
-    the inputs of the blocks that held a row of the wrong type, and the reading step's counts (rows read,
+    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block
+    (``REFUSED`` for a block holding a row of the wrong type), and the reading step's counts (rows read,
     rows not readable, per run and output)."""
 
     def __init__(self, runs: Mapping[str, str]) -> None:
@@ -119,12 +139,11 @@ class ReadSlotFacts(beam.PTransform):
                                   READ_LIMIT, fields=READ_FIELDS[output])
                        for run in RUNS for output in COMPARED_OUTPUTS)
         read = pbegin | "Read" >> ReadKeyedInputs(inputs)
-        facts = read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts).with_outputs(ROW_ERRORS, main="facts")
-        return facts.facts, facts[ROW_ERRORS], read[COUNTS]
+        return read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts), read[COUNTS]
 
 
 class CompareSlots(beam.PTransform):
-    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B."""
+    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B (and ``RefusedBlocks``, if any)."""
 
     def expand(self, facts):
         return facts | "GroupBySlot" >> beam.GroupByKey() | "Compare" >> beam.Map(compare_grouped)
@@ -137,9 +156,7 @@ def slot_rows(comparison) -> list[dict]:
 
 def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
                    output: str, fmt: str, options: Mapping[str, Any], runner_name: str) -> None:
-    facts, row_errors, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
-    # The documents and the manifest are written only when no row was of the wrong type: else nothing commits.
-    blocks_refused = row_errors | "CountRowErrors" >> beam.combiners.Count.Globally()
+    facts, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
     comparisons = facts | "CompareSlots" >> CompareSlots()
 
     rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
@@ -166,18 +183,22 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         comparisons
         | "Tally" >> beam.Map(lambda comparison: comparison.tally())
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
-        | "Document" >> beam.Map(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
+        | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
                                  examples=beam.pvalue.AsSingleton(examples))
-        | "WriteDocuments" >> beam.FlatMap(write_documents, output, refused=beam.pvalue.AsSingleton(blocks_refused))
+        | "WriteDocuments" >> beam.Map(write_documents, output)
         # The commit record: after the documents and every slot file are in place.
         | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
                                       files=beam.pvalue.AsSingleton(files))
     )
 
 
-def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict, examples: dict) -> dict:
-    """compare.json from the summed tallies, the reading step's counts and the first changed slots."""
-    return comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
+def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict,
+                examples: dict) -> Iterable[dict]:
+    """compare.json from the summed tallies, the reading step's counts and the first changed slots; none when
+    a block held a row of the wrong type (then nothing is written after it: no manifest commits)."""
+    if tallies.get(REFUSED_TALLY):
+        return
+    yield comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
                                examples=examples)
 
 
@@ -199,17 +220,14 @@ def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
             "runner": manifest.get("runner")}
 
 
-def write_documents(document: dict, output: str, refused: int = 0) -> Iterable[tuple[dict, dict]]:
-    """compare.json and compare.html; yields the document and their facts (bytes, sha256) for the manifest.
-    Nothing when ``refused`` blocks held a row of the wrong type (then no manifest follows either)."""
-    if refused:
-        return
+def write_documents(document: dict, output: str) -> tuple[dict, dict]:
+    """compare.json and compare.html; returns the document and their facts (bytes, sha256) for the manifest."""
     data = {COMPARE_JSON: orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                        | orjson.OPT_APPEND_NEWLINE),
             COMPARE_HTML: render_comparison(document).encode("utf-8")}
     for name, content in data.items():
         write_document(content, join_path(output, name))
-    yield document, {name: document_facts(content) for name, content in data.items()}
+    return document, {name: document_facts(content) for name, content in data.items()}
 
 
 def write_manifest(written: tuple[dict, dict], output: str, options: Mapping[str, Any], runner: str,
