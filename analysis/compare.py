@@ -36,7 +36,7 @@ from domain import counters
 from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
-from domain.run_integrity import ARTIFACTS, ManifestError, listed_files, output_of
+from domain.run_integrity import ARTIFACTS, ManifestError, ManifestReader, listed_files, output_of, shown
 
 # --- names (normative: SPEC §6.3; assets/outputs/slot_change.v1.* spell them too) -------------------
 
@@ -187,10 +187,17 @@ class RowError(ValueError):
     """A row that is not what the run's output contract says (a verified run never has one)."""
 
 
+_KIND_NAMES = {int: "an integer", str: "a string"}
+
+
 def _field(row: Mapping[str, Any], name: str, kind: type) -> Any:
-    value = row.get(name) if isinstance(row, Mapping) else None
+    if not isinstance(row, Mapping):
+        raise RowError(f"a row that is {shown(row)}, not an object")
+    if name not in row:
+        raise RowError(f"a row without {name!r}")
+    value = row[name]
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise RowError(f"a row without a {kind.__name__} {name!r}")
+        raise RowError(f"{name!r} is {shown(value)}, not {_KIND_NAMES[kind]}")
     return value
 
 
@@ -206,7 +213,11 @@ def records_sha256(records: Sequence[Any]) -> str:
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
     """An evaluation row as an attempt."""
-    issues = row.get("issues") or ()
+    issues = row.get("issues") if isinstance(row, Mapping) else None
+    if issues is None:
+        issues = ()
+    elif not isinstance(issues, list):
+        raise RowError(f"'issues' is {shown(issues)}, not a list")
     codes = tuple(str(issue.get("reason_code", "")) for issue in issues
                   if isinstance(issue, Mapping) and issue.get("validator") != BOUND_VALIDATOR)
     return Attempt(_field(row, "attempt", int), _field(row, "candidate_id", str), _field(row, "verdict", str), codes)
@@ -216,7 +227,7 @@ def request_of(row: Mapping[str, Any]) -> Request:
     """A request row (``kind`` retry, refresh or judge)."""
     kind = _field(row, "kind", str)
     if kind not in REQUEST_KINDS:
-        raise RowError(f"a request of kind {kind!r}, not one of {', '.join(REQUEST_KINDS)}")
+        raise RowError(f"a request of kind {shown(kind)}, not one of {', '.join(REQUEST_KINDS)}")
     return Request(_field(row, "attempt", int), _field(row, "candidate_id", str), kind)
 
 
@@ -436,11 +447,17 @@ def listed_rows(manifest: Mapping[str, Any]) -> dict[str, int]:
         raise RowError(str(exc)) from None
     rows = dict.fromkeys(COMPARED_OUTPUTS, 0)
     for f in listed.values():
-        output = output_of(f.path)
-        output = OUTPUT_ARTIFACTS if output.startswith(OUTPUT_ARTIFACTS + "/") else output
-        if output in rows:
+        output = compared_output(f.path)
+        if output is not None:
             rows[output] += f.rows
     return rows
+
+
+def compared_output(path: str) -> str | None:
+    """The output compare reads a run's file as (``artifacts`` for every family's); None: one it does not read."""
+    output = output_of(path)
+    output = OUTPUT_ARTIFACTS if output.startswith(OUTPUT_ARTIFACTS + "/") else output
+    return output if output in COMPARED_OUTPUTS else None
 
 
 def rows_block(listed: Mapping[str, Mapping[str, int]], read_counts: Mapping[str, int]) -> dict:
@@ -565,38 +582,46 @@ def comparison_manifest(document: Mapping[str, Any], *, files: Mapping[str, list
 
 
 def comparison_folder_problems(manifest: Any, found: Mapping[str, Any], part_files: Iterable[str],
-                               documents: Mapping[str, dict | None]) -> list[str]:
+                               documents: Mapping[str, dict | str | None]) -> list[str]:
     """A comparison folder against its manifest (one line per problem; none: the folder is as committed).
+    A manifest of any shape gives problems, never an exception (a value of the wrong type is one).
 
-    ``found``: for each listed path, the file's facts now (``OutputFile``) or None; ``part_files``: every
-    ``part-*`` file in the folder; ``documents``: each document's facts now (None: missing)."""
+    ``found``: for each listed path, the file's facts now (``OutputFile``), why they cannot be had (a str) or
+    None (no file); ``part_files``: every ``part-*`` file in the folder; ``documents``: each document's facts
+    now, why they cannot be had (a str) or None (missing)."""
     try:
         listed = listed_files(manifest)
     except ManifestError as exc:
         return [str(exc)]
     problems = []
     if manifest.get("kind") != COMPARE_KIND:
-        problems.append(f"the manifest's kind is {manifest.get('kind')!r}, not {COMPARE_KIND!r}")
+        problems.append(f"the manifest's kind is {shown(manifest.get('kind'))}, not {COMPARE_KIND!r}")
     for path, want in sorted(listed.items()):
         have = found.get(path)
         if have is None:
             problems.append(f"missing: {path}")
+        elif isinstance(have, str):
+            problems.append(f"altered: {path}: {have}")
         elif (have.bytes, have.sha256, have.rows) != (want.bytes, want.sha256, want.rows):
             problems.append(f"altered: {path}")
     problems += [f"unlisted: {path}" for path in sorted(set(part_files) - listed.keys())]
+    read = ManifestReader(manifest)
     rows = sum(f.rows for f in listed.values() if output_of(f.path) == SLOTS_OUTPUT)
-    claimed = (manifest.get("outputs") or {}).get(SLOTS_OUTPUT)
-    if rows != claimed:
-        problems.append(f"{SLOTS_OUTPUT}: the files hold {rows} rows, the manifest counts {claimed}")
+    claimed = read.count("outputs", SLOTS_OUTPUT)
+    checks = []
+    if claimed is not None and rows != claimed:
+        checks.append(f"{SLOTS_OUTPUT}: the files hold {rows} rows, the manifest counts {claimed}")
     for name in (COMPARE_JSON, COMPARE_HTML):
-        want_doc = (manifest.get("documents") or {}).get(name)
+        want_doc = read.block("documents", name)
         have_doc = documents.get(name)
         if want_doc is None:
-            problems.append(f"the manifest lists no {name}")
-        elif have_doc is None:
-            problems.append(f"missing: {name}")
+            continue  # missing or not an object: noted by the reader
+        if have_doc is None:
+            checks.append(f"missing: {name}")
+        elif isinstance(have_doc, str):
+            checks.append(f"altered: {name}: {have_doc}")
         elif have_doc != want_doc:
-            problems.append(f"altered: {name}")
-    if not (manifest.get("conservation") or {}).get("holds"):
-        problems.append("the comparison's conservation does not hold")
-    return problems
+            checks.append(f"altered: {name}")
+    if read.flag("conservation", "holds") is False:
+        checks.append("the comparison's conservation does not hold")
+    return problems + list(read.problems) + checks

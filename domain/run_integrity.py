@@ -183,7 +183,7 @@ class Verdict:
 _ABSENT = object()
 
 
-class _ManifestReader:
+class ManifestReader:
     """Typed reads of the manifest's values. A value that is missing or of the wrong type reads as None
     and is noted, once, as a problem: each check then skips what it cannot compare."""
 
@@ -262,7 +262,7 @@ def _sum(values: Iterable[int | None]) -> int | None:
     return total
 
 
-def _families(read: _ManifestReader) -> list[str] | None:
+def _families(read: ManifestReader) -> list[str] | None:
     """The families the run covers: those ``outcomes`` counts (the job counts and writes every family,
     with or without --families). None when ``outcomes`` cannot be read."""
     outcomes = read.block("outcomes")
@@ -300,7 +300,7 @@ def _output_problems(rows: Mapping[str, int], families: list[str] | None) -> lis
     return problems
 
 
-def _unreadable_files(read: _ManifestReader) -> tuple[dict[str, int] | None, list[str]]:
+def _unreadable_files(read: ManifestReader) -> tuple[dict[str, int] | None, list[str]]:
     """Unreadable input files per input (None when the block is not usable), and the block's contradictions."""
     count = read.count("unreadable_files", "count")
     paths = read.names("unreadable_files", "paths")
@@ -335,7 +335,7 @@ def _unreadable_files(read: _ManifestReader) -> tuple[dict[str, int] | None, lis
     return by_input, problems
 
 
-def _conservation_problems(read: _ManifestReader, unreadable: Mapping[str, int] | None) -> list[str]:
+def _conservation_problems(read: ManifestReader, unreadable: Mapping[str, int] | None) -> list[str]:
     """Each conservation block balances and claims to hold exactly when none of its input's files was
     unreadable (a run with an unreadable input file never verifies: what it lost is unknown)."""
     paths = read.names("unreadable_files", "paths") or []
@@ -365,7 +365,7 @@ def _conservation_problems(read: _ManifestReader, unreadable: Mapping[str, int] 
     return problems
 
 
-def _outcome_counts(read: _ManifestReader, families: list[str]) -> tuple[list[str], dict[str, dict[str, int | None]]]:
+def _outcome_counts(read: ManifestReader, families: list[str]) -> tuple[list[str], dict[str, dict[str, int | None]]]:
     """The outcome names (``totals``' keys) and each family's count of each."""
     totals = read.block("totals")
     names = sorted({"accepted", "retry"} | ({k for k in totals if isinstance(k, str)} if totals is not None else set()))
@@ -380,7 +380,7 @@ def _outcome_counts(read: _ManifestReader, families: list[str]) -> tuple[list[st
     return names, per_family
 
 
-def _refresh_problems(read: _ManifestReader, families: list[str] | None) -> tuple[int | None, list[str]]:
+def _refresh_problems(read: ManifestReader, families: list[str] | None) -> tuple[int | None, list[str]]:
     """refresh.refresh_requests, and the refresh block's contradictions (totals against by_family,
     requests without --refresh-stale)."""
     refresh = read.block("refresh")
@@ -414,7 +414,7 @@ def _refresh_problems(read: _ManifestReader, families: list[str] | None) -> tupl
     return requests, problems
 
 
-def _count_problems(read: _ManifestReader, rows: Mapping[str, int], families: list[str] | None) -> list[str]:
+def _count_problems(read: ManifestReader, rows: Mapping[str, int], families: list[str] | None) -> list[str]:
     """The listed rows of each output against the manifest's count of them, and the counts against each other."""
     problems: list[str] = []
 
@@ -489,7 +489,7 @@ def _count_problems(read: _ManifestReader, rows: Mapping[str, int], families: li
 def _claim_problems(manifest: Mapping[str, Any], listed: Mapping[str, OutputFile]) -> list[str]:
     """What the manifest claims, checked against its listing and against itself: missing or undeclared
     outputs, then values missing or of the wrong type, conservation, and counts that disagree."""
-    read = _ManifestReader(manifest)
+    read = ManifestReader(manifest)
     rows: dict[str, int] = {}
     for f in listed.values():
         rows[output_of(f.path)] = rows.get(output_of(f.path), 0) + f.rows

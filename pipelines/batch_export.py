@@ -44,7 +44,7 @@ from pipelines.verify import require_verified
 from runners.workarounds import send_stage_inputs_whole
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.files import matching_files
+from transforms.files import literal_pattern, matching_files
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.read import KeyedInput, ReadKeyedInputs
 from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document
@@ -61,7 +61,7 @@ MAX_OUTPUT_TOKENS_LIMIT = 2**31 - 1
 EXPORT_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--retry-requests", required=True,
               help="Glob of a run's retry request files (RUN/retry_requests/part-*, Avro, JSON Lines or Parquet); "
-                   "the run folder must verify."),
+                   "the run folder must verify, and is read as named (RUN is never a pattern)."),
     JobOption("--transcripts", required=True, help="Glob of transcript files (.jsonl, .jsonl.gz, .avro)."),
     JobOption("--registries", help="Glob of the run's accepted chunk registry artifacts, which reconciliation "
                                    "prompts list (default: artifacts/*-registry/part-* beside the run's "
@@ -98,13 +98,29 @@ def parser() -> argparse.ArgumentParser:
 
 
 def registries_glob(args: argparse.Namespace) -> str | None:
-    """--registries, else the run's own registry artifacts when --retry-requests names its retry_requests/."""
+    """--registries (a run's registry artifacts read from that run folder as named), else the run's own
+    registry artifacts when --retry-requests names its retry_requests/."""
     if args.registries:
-        return args.registries
+        return read_pattern(args.registries, "artifacts")
     marker = "retry_requests/"
     if marker not in args.retry_requests:
         return None
-    return args.retry_requests.rsplit(marker, 1)[0] + REGISTRY_ARTIFACTS
+    return literal_pattern(args.retry_requests.rsplit(marker, 1)[0]) + REGISTRY_ARTIFACTS
+
+
+def retry_requests_glob(args: argparse.Namespace) -> str:
+    """--retry-requests as read: from the run folder as named."""
+    return read_pattern(args.retry_requests, "retry_requests")
+
+
+def read_pattern(pattern: str, output_name: str) -> str:
+    """A glob of one output of a run (``RUN/retry_requests/part-*``) with its run folder taken as named: the
+    folder that verifies is the folder read, whatever characters its name holds (``runs/run[1]``); what
+    follows ``<output_name>/`` stays a pattern. A glob that names no run folder is kept as given."""
+    if run_folder_of(pattern, output_name) is None:
+        return pattern
+    head, marker, tail = pattern.rpartition(output_name + "/")
+    return literal_pattern(head) + marker + tail
 
 
 def judged_candidates_glob(args: argparse.Namespace) -> str | None:
@@ -187,7 +203,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     inputs = [
         KeyedInput(args.transcripts, INPUT_TRANSCRIPTS, "source_id", args.max_record_bytes,
                    fields=input_field_shape(TRANSCRIPT_INPUT_SCHEMA)),
-        KeyedInput(args.retry_requests, INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes),
+        KeyedInput(retry_requests_glob(args), INPUT_RETRY_REQUESTS, "source_id", args.max_record_bytes),
     ]
     registries = registries_glob(args)
     if registries and not matching_files(registries):
@@ -268,8 +284,8 @@ def _preflight(args: argparse.Namespace) -> None:
     if args.temperature is not None and not provider.takes_temperature:
         raise OptionsError(f"--temperature: {provider.name}'s request type has no temperature")
     parse_kinds(args.kinds)
-    given = [("--retry-requests", args.retry_requests), ("--transcripts", args.transcripts)]
-    for flag, pattern in given + ([("--registries", args.registries)] if args.registries else []):
+    given = [("--retry-requests", retry_requests_glob(args)), ("--transcripts", args.transcripts)]
+    for flag, pattern in given + ([("--registries", registries_glob(args))] if args.registries else []):
         required_files(flag, pattern)
     # SPEC 6.2: a run folder is read only when it verifies (never a half-written, mixed or forged one).
     run = run_folder_of(args.retry_requests, "retry_requests")
@@ -303,7 +319,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
                                     list(argv) if argv is not None else sys.argv[1:], known_only=True)
     options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=lambda: _preflight(args))
     standard = options.view_as(StandardOptions)
-    inputs = {"--retry-requests": args.retry_requests, "--transcripts": args.transcripts,
+    inputs = {"--retry-requests": retry_requests_glob(args), "--transcripts": args.transcripts,
               "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids,
               "--candidates": judged_candidates_glob(args)}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,

@@ -19,6 +19,7 @@ does not, 1 on a refused command line or folder.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import apache_beam as beam
@@ -29,10 +30,11 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
                               OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
-                              SLOT_OUTCOMES, SLOTS_OUTPUT, Slot, comparison_document, comparison_manifest, compare_slot, document_facts, facts_by_slot, input_name, listed_rows,
+                              SLOT_OUTCOMES, SLOTS_OUTPUT, RowError, Slot, comparison_document, comparison_manifest,
+                              compare_slot, compared_output, document_facts, facts_by_slot, input_name, listed_rows,
                               merged, rows_block, slot_row_order)
 from domain.assets import load_json_asset
-from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, relative_path
+from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, beam_options, parse_command, wants_help
@@ -41,7 +43,8 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.files import SUFFIX_FORMATS, format_of, normalized_folder
+from pipelines.outputs import iter_file_rows
+from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
@@ -55,6 +58,11 @@ READ_LIMIT = 2**31 - 1
 # Slot rows per written block, and per change in compare.json's examples.
 ROWS_PER_BLOCK = 1000
 EXAMPLES_PER_CHANGE = 20
+# Blocks holding a row of the wrong type ride through the grouping under this key (every slot's has three
+# parts) and are tallied under the other: one more output of the reading stage would cost, on Flink, one
+# more copy of that stage's whole output.
+REFUSED = ("refused",)
+REFUSED_TALLY = ("refused_blocks",)
 
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
@@ -70,32 +78,57 @@ DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slot
 # --- the job ----------------------------------------------------------------------------------------
 
 def run_pattern(folder: str, output: str) -> str:
-    """The part files of one output of a run (every family's, for artifacts)."""
+    """The part files of one output of a run (every family's, for artifacts); the folder read as named."""
     if output == OUTPUT_ARTIFACTS:
-        return join_path(folder, OUTPUT_ARTIFACTS, "*", "part-*")
-    return join_path(folder, output, "part-*")
+        return join_path(literal_pattern(folder), OUTPUT_ARTIFACTS, "*", "part-*")
+    return join_path(literal_pattern(folder), output, "part-*")
 
 
-def slot_facts(element) -> Iterable[tuple[tuple[str, str, str], tuple[str, Any]]]:
-    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot."""
+def slot_facts(element) -> Iterable[tuple[tuple[str, ...], tuple[str, Any]]]:
+    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot; a
+    block holding a row that is not what the output's contract says -> (``REFUSED``, (run, output))."""
     _, (name, block) = element
     run, output = name.split(".", 1)
     rows = (orjson.loads(line) for line in decode_block(block))
-    for slot, facts in facts_by_slot(output, rows).items():
-        yield slot.key, (run, facts)
+    try:
+        facts = facts_by_slot(output, rows)
+    except RowError:
+        # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block is
+        # compared and the comparison is not committed; the command names the file and the row.
+        yield REFUSED, (run, output)
+        return
+    for slot, slot_in_run in facts.items():
+        yield slot.key, (run, slot_in_run)
+
+
+@dataclass(frozen=True)
+class RefusedBlocks:
+    """The blocks grouped under ``REFUSED``: no slot row; their number is tallied, and a tally with any
+    gives no document (so no manifest)."""
+
+    blocks: int
+
+    def row(self) -> None:
+        return None
+
+    def tally(self) -> dict[tuple, int]:
+        return {REFUSED_TALLY: self.blocks}
 
 
 def compare_grouped(element):
     """(slot, [(run, facts)]) -> the slot's comparison."""
     key, parts = element
     parts = list(parts)
+    if key == REFUSED:
+        return RefusedBlocks(len(parts))
     return compare_slot(Slot(*key), merged(f for run, f in parts if run == RUN_A),
                         merged(f for run, f in parts if run == RUN_B))
 
 
 class ReadSlotFacts(beam.PTransform):
-    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block,
-    and the reading step's counts (rows read, rows not readable, per run and output)."""
+    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block
+    (``REFUSED`` for a block holding a row of the wrong type), and the reading step's counts (rows read,
+    rows not readable, per run and output)."""
 
     def __init__(self, runs: Mapping[str, str]) -> None:
         super().__init__()
@@ -110,7 +143,7 @@ class ReadSlotFacts(beam.PTransform):
 
 
 class CompareSlots(beam.PTransform):
-    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B."""
+    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B (and ``RefusedBlocks``, if any)."""
 
     def expand(self, facts):
         return facts | "GroupBySlot" >> beam.GroupByKey() | "Compare" >> beam.Map(compare_grouped)
@@ -150,7 +183,7 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         comparisons
         | "Tally" >> beam.Map(lambda comparison: comparison.tally())
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
-        | "Document" >> beam.Map(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
+        | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
                                  examples=beam.pvalue.AsSingleton(examples))
         | "WriteDocuments" >> beam.Map(write_documents, output)
         # The commit record: after the documents and every slot file are in place.
@@ -159,9 +192,13 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
     )
 
 
-def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict, examples: dict) -> dict:
-    """compare.json from the summed tallies, the reading step's counts and the first changed slots."""
-    return comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
+def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict,
+                examples: dict) -> Iterable[dict]:
+    """compare.json from the summed tallies, the reading step's counts and the first changed slots; none when
+    a block held a row of the wrong type (then nothing is written after it: no manifest commits)."""
+    if tallies.get(REFUSED_TALLY):
+        return
+    yield comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
                                examples=examples)
 
 
@@ -412,16 +449,41 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     standard = options.view_as(StandardOptions)
     runs = {run_name: normalized_folder(folder) for run_name, folder in zip(RUNS, folders)}
     # Every file of either run is an input: the comparison may be written neither in a run folder nor around one.
-    inputs = {f"RUN_{run_name.upper()}": join_path(runs[run_name], "**") for run_name in RUNS}
+    inputs = {f"RUN_{run_name.upper()}": join_path(literal_pattern(runs[run_name]), "**") for run_name in RUNS}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
         recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format}
         send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner)
+        if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed
+            problem = first_row_error(runs, manifests)
+            remove_folder_contents(folder)  # claimed empty: all of it is this command's (slots/, documents)
+            raise SystemExit(f"{PROG}: {problem}; the run verifies, but compare reads only rows its output "
+                             f"contract allows: nothing was written to {folder}")
         path = join_path(folder, COMPARE_JSON)
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             return orjson.loads(handle.read()), folder
+
+
+def first_row_error(runs: Mapping[str, str], manifests: Mapping[str, Mapping]) -> str:
+    """The first row of either run that compare cannot read as facts, by file and row number. The job's
+    blocks do not carry their file, so the listed files are read again (only when the job met such a row)."""
+    for run in RUNS:
+        for rel in sorted(listed_files(manifests[run])):
+            output = compared_output(rel)
+            if output is None:
+                continue
+            path = join_path(runs[run], rel)
+            try:
+                for number, row in enumerate(iter_file_rows(path), 1):
+                    try:
+                        facts_by_slot(output, [row])
+                    except RowError as exc:
+                        return f"run {run.upper()}: {path} row {number}: {exc}"
+            except (OSError, ValueError):
+                continue  # not readable past here: the reading step's dead letters, not a row of the wrong type
+    return "a row of run A or B is not what its output's contract says (not found again when read anew)"
 
 
 def format_summary(document: Mapping[str, Any], output: str) -> str:

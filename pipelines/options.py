@@ -22,7 +22,7 @@ from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
 from runners.job_service import (DEFAULT_WAIT_S, JOB_SERVER_RUNNERS, JobServiceUnreachable, external_job_endpoint,
                                  wait_for_job_service)
-from transforms.files import is_local, matching_files
+from transforms.files import is_local, literal_pattern, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # The largest integer any output (Avro long, the manifest's JSON through orjson) can hold.
@@ -263,7 +263,7 @@ def _value_problem(option: JobOption, value: Any) -> str | None:
     if option.existing_file:
         if is_local(value) and os.path.isdir(value):
             return f"{option.flag} {value!r} is a folder; name a file"
-        if not (os.path.exists(value) if is_local(value) else matching_files(value)):
+        if not (os.path.exists(value) if is_local(value) else matching_files(literal_pattern(value))):
             return f"{option.flag} {value!r}: no such file"
     return None
 

@@ -34,20 +34,25 @@ def iter_rows(folder: str | Path) -> Iterator[dict]:
     for path in list_files(folder):
         if "/" in relative_path(folder, path) or not is_part_file(path):
             continue  # the folder's own part files only, as the writer leaves them
-        fmt = format_of(path)
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            if fmt == "avro":
-                yield from fastavro.reader(handle)
-            elif fmt == "parquet":
-                import pyarrow.parquet as pq
+        yield from iter_file_rows(path)
 
-                with pq.ParquetFile(handle) as parquet:
-                    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                        yield from batch.to_pylist()
-            else:
-                for line in handle:
-                    if line.strip():
-                        yield orjson.loads(line)
+
+def iter_file_rows(path: str) -> Iterator[dict]:
+    """Every row of one output file (Avro, JSON Lines or Parquet, by its name), streamed."""
+    fmt = format_of(path)
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        if fmt == "avro":
+            yield from fastavro.reader(handle)
+        elif fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(handle) as parquet:
+                for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                    yield from batch.to_pylist()
+        else:
+            for line in handle:
+                if line.strip():
+                    yield orjson.loads(line)
 
 
 PARQUET_BATCH_ROWS = 4096

@@ -32,11 +32,28 @@ from runners.collector import freeze_for_exit
 from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
 
 
-def _read_manifest(folder: str) -> tuple[Any, str | None]:
+# The one rule for what verify reads (a run's or a comparison's folder, its manifest included): a plain file.
+NOT_A_PLAIN_FILE = "not a regular file (a link, a pipe or a device): the job writes plain files"
+
+
+def _not_plain(path: str) -> bool:
+    """A local path that is not a regular file. A pipe or a device never ends (a FIFO, a link to /dev/zero):
+    reading it would hang verify, so it is refused unread. Object stores hold only objects."""
+    if not is_local(path):
+        return False
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False  # gone, or not ours to see: opening it says which
+
+
+def _read_manifest(folder: str, committed: str = "run") -> tuple[Any, str | None]:
     """The manifest's JSON value, or why there is none to compare with (one line)."""
     manifest_path = FileSystems.join(folder, MANIFEST_NAME)
     if not FileSystems.exists(manifest_path):
-        return None, f"no {MANIFEST_NAME}: not a committed run (still running, failed or killed)"
+        return None, f"no {MANIFEST_NAME}: not a committed {committed} (still running, failed or killed)"
+    if _not_plain(manifest_path) and not os.path.isdir(manifest_path):  # a folder is named as one below
+        return None, f"{MANIFEST_NAME} is {NOT_A_PLAIN_FILE}"
     try:
         with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             data = handle.read()
@@ -48,37 +65,26 @@ def _read_manifest(folder: str) -> tuple[Any, str | None]:
         return None, f"{MANIFEST_NAME} is not valid JSON ({exc})"
 
 
-def _regular_file(path: str) -> bool:
+def _listed_file(folder: str, want: OutputFile) -> OutputFile | str:
+    """What is there now of one listed file: its facts, or why they cannot be had (one line)."""
+    path = FileSystems.join(folder, want.path)
+    if _not_plain(path):
+        return NOT_A_PLAIN_FILE
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+        facts = read_file_facts(path, want.format)
+    except OSError as exc:  # there, but not readable (permissions, a vanished object)
+        return f"cannot be read ({type(exc).__name__}: {exc})"
+    if facts.row_error is not None:  # reported with what else changed
+        changed = [f"bytes {want.bytes} -> {facts.bytes}"] if facts.bytes != want.bytes else []
+        changed += ["sha256 differs"] if facts.sha256 != want.sha256 else []
+        return ", ".join([*changed, facts.row_error])
+    return OutputFile(want.path, want.format, facts.bytes, facts.sha256, facts.rows)
 
 
 def _found(folder: str, listed: dict[str, OutputFile]) -> tuple[dict[str, OutputFile | str | None], list[str]]:
     """What is there now of each listed file, and every part-* file in the folder (relative paths)."""
     present = {relative_path(folder, path) for path in list_files(folder)}
-    found: dict[str, OutputFile | str | None] = {}
-    for rel, want in listed.items():
-        if rel not in present:
-            found[rel] = None
-            continue
-        path = FileSystems.join(folder, rel)
-        if is_local(path) and not _regular_file(path):
-            # A pipe or a device never ends (a FIFO, a link to /dev/zero): reading it would hang verify.
-            found[rel] = "not a regular file (a link, a pipe or a device): the job writes plain files"
-            continue
-        try:
-            facts = read_file_facts(path, want.format)
-        except OSError as exc:  # there, but not readable (permissions, a vanished object)
-            found[rel] = f"cannot be read ({type(exc).__name__}: {exc})"
-            continue
-        if facts.row_error is not None:  # reported with what else changed
-            changed = [f"bytes {want.bytes} -> {facts.bytes}"] if facts.bytes != want.bytes else []
-            changed += ["sha256 differs"] if facts.sha256 != want.sha256 else []
-            found[rel] = ", ".join([*changed, facts.row_error])
-            continue
-        found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, facts.rows)
+    found = {rel: _listed_file(folder, want) if rel in present else None for rel, want in listed.items()}
     return found, [rel for rel in present if is_part_file(rel)]
 
 
@@ -124,32 +130,43 @@ def require_verified(output) -> dict:
     return manifest
 
 
-def comparison_problems(folder: str) -> list[str]:
-    """A comparison folder checked against its manifest (``analysis.compare.comparison_folder_problems``): every
-    listed file there as listed, no part file unlisted, compare.json and compare.html as written."""
+def _document(path: str) -> dict | str:
+    """A document beside the part files (compare.json, compare.html): its facts, or why they cannot be had."""
+    if _not_plain(path):
+        return NOT_A_PLAIN_FILE
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return document_facts(handle.read())
+    except OSError as exc:
+        return f"cannot be read ({type(exc).__name__}: {exc})"
+
+
+def comparison_folder_facts(folder: str, manifest: Any) -> tuple[dict, list[str], dict]:
+    """What a comparison folder holds now, read as its manifest lists it (by the rules of a run's folder):
+    each listed file's facts, every part file, each document's facts (``comparison_folder_problems``' input)."""
     folder = normalized_folder(folder)
-    path = join_path(folder, MANIFEST_NAME)
-    if not FileSystems.exists(path):
-        return [f"no {MANIFEST_NAME}: not a committed comparison"]
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        manifest = orjson.loads(handle.read())
     present = {relative_path(folder, p) for p in list_files(folder)}
     try:
         listed = listed_files(manifest)
     except ManifestError:
         listed = {}  # the problem is named by comparison_folder_problems
-    found = {}
-    for rel, want in listed.items():
-        if rel in present:
-            facts = read_file_facts(join_path(folder, rel), want.format)
-            rows = facts.rows if facts.rows is not None else -1  # not readable as its format: altered
-            found[rel] = OutputFile(rel, want.format, facts.bytes, facts.sha256, rows)
-    documents = {}
-    for name in (COMPARE_JSON, COMPARE_HTML):
-        if name in present:
-            with FileSystems.open(join_path(folder, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-                documents[name] = document_facts(handle.read())
-    return comparison_folder_problems(manifest, found, [p for p in present if is_part_file(p)], documents)
+    found = {rel: _listed_file(folder, want) for rel, want in listed.items() if rel in present}
+    documents = {name: _document(join_path(folder, name)) for name in (COMPARE_JSON, COMPARE_HTML) if name in present}
+    return found, [p for p in present if is_part_file(p)], documents
+
+
+def comparison_problems(folder: str) -> list[str]:
+    """A comparison folder checked against its manifest (``analysis.compare.comparison_folder_problems``): every
+    listed file there as listed, no part file unlisted, compare.json and compare.html as written. Whatever the
+    folder holds, problems (one line each), never an exception."""
+    try:
+        folder = normalized_folder(folder)
+        manifest, unusable = _read_manifest(folder, "comparison")
+        if unusable is not None:
+            return [unusable]
+        return comparison_folder_problems(manifest, *comparison_folder_facts(folder, manifest))
+    except OSError as exc:  # the folder itself cannot be listed or read
+        return [f"{folder} cannot be read ({type(exc).__name__}: {exc})"]
 
 
 def comparison_verdict(output: str) -> Verdict | None:
@@ -162,8 +179,10 @@ def comparison_verdict(output: str) -> Verdict | None:
     if unusable is not None or not isinstance(manifest, dict) or manifest.get("kind") != COMPARE_KIND:
         return None
     problems = tuple(one_line(problem) for problem in comparison_problems(str(output)))
-    files = sum(len(rows) for rows in manifest.get("files", {}).values()) if isinstance(manifest.get("files"),
-                                                                                       dict) else 0
+    try:
+        files = len(listed_files(manifest))
+    except ManifestError:
+        files = 0
     return Verdict(files, problems)
 
 

@@ -6,6 +6,8 @@ loaded job's PipelineOptions together, and this test process runs the main job i
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWE
                               SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot, SlotInRun, answer_in_b,
                               artifact_of, attempt_of, classify_change, compare_runs, compare_slot,
                               comparison_document, comparison_folder_problems, decide, facts_by_slot,
-                              failed_after_registry_change, listed_rows, rows_block, sum_tallies)
+                              RowError, failed_after_registry_change, listed_rows, rows_block, sum_tallies)
 from domain.assets import load_json_asset, read_asset
 from domain.run_integrity import OutputFile
 from domain import schemas as schemagen
@@ -402,3 +404,206 @@ def test_compare_refuses_an_output_in_a_run_and_a_run_that_does_not_verify(compa
     assert "run B:" in refused.stderr and "does not verify" in refused.stderr
     used = compare(str(root / "run-a"), str(root / "run-b"), "--output", str(compared["out"]), expect=1)
     assert "--overwrite" in used.stderr
+
+
+# --- a comparison folder's verify: whatever the folder holds, one line per problem (issue 38) ----------
+
+def comparison_verify(folder: Path) -> subprocess.CompletedProcess:
+    """``verify`` in a process of its own, bounded: a read that never ends fails the test, never hangs it."""
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "verify", str(folder)], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.timeout(300)
+def test_verify_of_a_comparison_folder_reads_no_pipe_or_device(compared, tmp_path):
+    """A listed slots/part-* that is a FIFO and a compare.json that leads to /dev/zero: each one problem line
+    (the rule a run folder's verify applies), exit 1; reading either would never end."""
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    part = next((copy / "slots").glob("part-*"))
+    part.unlink()
+    os.mkfifo(part)
+    (copy / COMPARE_JSON).unlink()
+    (copy / COMPARE_JSON).symlink_to("/dev/zero")
+    done = comparison_verify(copy)
+    assert done.returncode == 1, done.stderr[-2000:]
+    problems = [line.strip() for line in done.stdout.splitlines()[:-1]]
+    plain = "not a regular file (a link, a pipe or a device): the job writes plain files"
+    assert sorted(problems) == sorted([f"altered: {part.relative_to(copy)}: {plain}", f"altered: {COMPARE_JSON}: {plain}"])
+    assert "NOT VERIFIED: 2 problem(s)" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_manifest_that_is_a_pipe_is_one_problem_line(compared, tmp_path):
+    """The commit record itself obeys the same rule: a manifest.json that is a FIFO is refused, not read."""
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    (copy / "manifest.json").unlink()
+    os.mkfifo(copy / "manifest.json")
+    done = comparison_verify(copy)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0].strip() == \
+        "manifest.json is not a regular file (a link, a pipe or a device): the job writes plain files"
+
+
+@pytest.fixture(scope="module")
+def comparison_facts(compared):
+    """The committed comparison's manifest and what its folder holds now (as verify reads it)."""
+    from pipelines.verify import comparison_folder_facts
+
+    return compared["manifest"], comparison_folder_facts(str(compared["out"]), compared["manifest"])
+
+
+# What verify of a comparison folder checks: every value under these keys matters.
+COMPARISON_CHECKED = (("kind",), ("files",), ("outputs",), ("documents",), ("conservation",))
+WRONG_TYPES = st.sampled_from([None, True, 0, -1, 1.5, "x", "", [], [1], {}, {"x": 1}])
+
+
+def _set_at(manifest: dict, path: tuple, value) -> dict:
+    copy = orjson.loads(orjson.dumps(manifest))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return copy
+
+
+def _paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield (*prefix, key)
+            yield from _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield (*prefix, index)
+            yield from _paths(value, (*prefix, index))
+
+
+def test_the_committed_comparison_has_no_problem(comparison_facts):
+    manifest, facts = comparison_facts
+    assert comparison_folder_problems(manifest, *facts) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_wrong_typed_value_anywhere_in_a_comparison_manifest_is_a_problem_line(comparison_facts, data):
+    """Any key of a real comparison manifest given a value of another type: problems (one line each), never an
+    exception; under a key verify checks, at least one problem."""
+    manifest, facts = comparison_facts
+    path = data.draw(st.sampled_from(list(_paths(manifest))))
+    old = manifest
+    for key in path:
+        old = old[key]
+    value = data.draw(WRONG_TYPES.filter(lambda v: type(v) is not type(old)))
+    problems = comparison_folder_problems(_set_at(manifest, path, value), *facts)
+    assert all(isinstance(p, str) and "\n" not in p for p in problems)
+    if path[:1] in COMPARISON_CHECKED:
+        assert problems, path
+
+
+@pytest.mark.parametrize("key", ["documents", "outputs", "conservation"])
+@pytest.mark.parametrize("value", [[], "x", 3, None])
+def test_a_comparison_manifest_block_of_the_wrong_type_is_one_line_exit_1(compared, tmp_path, capsys, key, value):
+    from pipelines import verify
+
+    copy = tmp_path / "cmp"
+    shutil.copytree(compared["out"], copy)
+    manifest = orjson.loads((copy / "manifest.json").read_bytes())
+    (copy / "manifest.json").write_bytes(orjson.dumps({**manifest, key: value}))
+    assert verify.main([str(copy)]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith(f"manifest: {key} is") for line in printed), printed
+    assert printed[-1].endswith("problem(s)")
+
+
+# --- a run that verifies but holds a row of the wrong type (issue 38, item 5) --------------------------
+
+GOOD_ROWS = {
+    "evaluations": {"family": "spells", "source_id": S1, "chunk_id": "x-1", "candidate_id": "c1", "attempt": 1,
+                    "verdict": "rejected", "issues": [{"validator": "v", "reason_code": "r"}]},
+    "retry_requests": {"family": "spells", "source_id": S1, "chunk_id": "x-1", "kind": "retry", "candidate_id": "c1",
+                       "attempt": 2},
+    "artifacts": {"family": "spells", "source_id": S1, "chunk_id": "x-1", "records": [{"name": "Shield"}],
+                  "provenance": {"candidate_id": "c2", "attempt": 2}},
+}
+# Values a row read back can hold (orjson reads integers of 64 bits; JSON has no NaN).
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
+                        | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                   max_size=3), max_leaves=6)
+
+
+@pytest.mark.parametrize("output,path,value", [
+    ("evaluations", ("attempt",), "1"), ("evaluations", ("issues",), 5), ("evaluations", ("issues",), True),
+    ("evaluations", ("verdict",), 3), ("evaluations", ("candidate_id",), None), ("evaluations", ("family",), []),
+    ("retry_requests", ("kind",), 1), ("retry_requests", ("attempt",), 1.5), ("retry_requests", ("kind",), "later"),
+    ("artifacts", ("provenance",), []), ("artifacts", ("records",), {}), ("artifacts", ("provenance", "attempt"), "2"),
+])
+def test_a_row_of_the_wrong_type_is_a_row_error(output, path, value):
+    row = orjson.loads(orjson.dumps(GOOD_ROWS[output]))
+    target = row
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(RowError) as refused:
+        facts_by_slot(output, [row])
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 200
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_a_row_of_any_shape_is_facts_or_a_row_error(data):
+    """Any field of an evaluation, request or artifact row (a nested one too) given any JSON value: the row
+    is read as facts or refused with a RowError (one line), never another exception."""
+    output = data.draw(st.sampled_from(sorted(GOOD_ROWS)))
+    row = orjson.loads(orjson.dumps(GOOD_ROWS[output]))
+    assert facts_by_slot(output, [row])
+    target = row
+    while isinstance(target, dict) and data.draw(st.booleans()):
+        nested = [key for key, value in target.items() if isinstance(value, (dict, list)) and value]
+        if not nested:
+            break
+        value = target[data.draw(st.sampled_from(nested))]
+        target = value[0] if isinstance(value, list) else value
+    if isinstance(target, dict):
+        target[data.draw(st.sampled_from([*sorted(target), "extra"]))] = data.draw(ANY_JSON)
+    try:
+        facts_by_slot(output, [row])
+    except RowError as exc:
+        assert "\n" not in str(exc)
+
+
+def _rewrite_output(run: Path, output: str, rows: list[dict]) -> Path:
+    """One output of a run rewritten as one JSON Lines file, listed with its size and hash: the run verifies."""
+    for old in (run / output).glob("part-*"):
+        old.unlink()
+    path = run / output / "part-00000-of-00001.jsonl"
+    data = b"".join(orjson.dumps(row) + b"\n" for row in rows)
+    path.write_bytes(data)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    manifest["files"][output] = [{"path": f"{output}/{path.name}", "format": "jsonl", "bytes": len(data),
+                                  "sha256": hashlib.sha256(data).hexdigest(), "rows": len(rows)}]
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    return path
+
+
+@pytest.mark.parametrize("field,value", [("attempt", "1"), ("issues", 5)])
+def test_compare_refuses_a_verified_run_with_a_row_of_the_wrong_type_and_commits_nothing(compared, tmp_path,
+                                                                                         field, value):
+    """An evaluation's ``attempt`` as "1" (or its issues a number), its file listed with its new hash so the
+    run verifies: compare ends with one line naming the file and the row, exit 1, and leaves no manifest and
+    no slots/ (the folder it claimed holds nothing)."""
+    from pipelines import verify
+
+    root = compared["root"]
+    run = tmp_path / "run-b"
+    shutil.copytree(root / "run-b", run)
+    evaluations = read_rows(run / "evaluations")
+    evaluations[2][field] = value
+    path = _rewrite_output(run, "evaluations", evaluations)
+    assert verify.verify_folder(str(run)).ok
+    out = tmp_path / "cmp"
+    done = compare(str(root / "run-a"), str(run), "--output", str(out), expect=1)
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr[-3000:]
+    assert f"run B: {path} row 3: " in done.stderr and repr(field) in done.stderr, done.stderr
+    assert not out.exists() or [p.name for p in out.iterdir()] == []

@@ -8,6 +8,7 @@ from the same pass and never hold the file in memory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.avro_container import avro_row_count
@@ -164,15 +165,84 @@ def absolute_pattern(pattern: str) -> str:
     return pattern
 
 
+def literal_pattern(path: str) -> str:
+    """The pattern (Beam's syntax) that matches ``path`` itself: each glob character in a set of its own
+    (``run[1]`` -> ``run[[]1]``). A folder a command is given is read as named through it, never as the
+    folders its name would match (``run[1]`` is not ``run1``)."""
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in path)
+
+
+def _set_members(members: str) -> str:
+    """The members of a ``[...]`` set as a regular expression's: each character escaped, ranges kept
+    (read as ``re`` reads a set: ``a-z``; a ``-`` first or last is itself)."""
+    parts, i = [], 0
+    while i < len(members):
+        if members[i + 1:i + 2] == "-" and i + 2 < len(members):
+            parts.append(f"{re.escape(members[i])}-{re.escape(members[i + 2])}")
+            i += 3
+        else:
+            parts.append(re.escape(members[i]))
+            i += 1
+    return "".join(parts)
+
+
+@functools.lru_cache(maxsize=256)
+def pattern_regex(pattern: str) -> re.Pattern:
+    """A pattern in Beam's syntax (``FileSystem.translate_pattern``: ``*`` within a folder, ``**`` across
+    folders, ``?`` one character, ``[...]`` a set, ``[!...]`` its complement, a ``[`` never closed is
+    itself) as a compiled regular expression. Unlike Beam's translation, a set's members are escaped:
+    ``[[]`` (a literal ``[``, as ``literal_pattern`` writes it) compiles without re's nested-set warning."""
+    parts, i, n = [], 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        i += 1
+        if ch == "*":
+            if pattern.startswith("*", i):
+                parts.append(".*")
+                i += 1
+            else:
+                parts.append(r"[^/\\]*")
+        elif ch == "?":
+            parts.append(".")
+        elif ch == "[":
+            start = i + pattern.startswith("!", i)
+            end = pattern.find("]", start + pattern.startswith("]", start))  # a "]" first is a member
+            if end < 0:
+                parts.append(re.escape(ch))
+                continue
+            negated = pattern.startswith("!", i)
+            parts.append(f"[{'^' if negated else ''}{_set_members(pattern[start:end])}]")
+            i = end + 1
+        else:
+            parts.append(re.escape(ch))
+    return re.compile(r"(?ms)" + "".join(parts) + r"\Z")
+
+
+def matching_metadata(pattern: str) -> list[FileMetadata]:
+    """The files a pattern matches (Beam's syntax, read by ``pattern_regex``), with their metadata; a local
+    pattern is read from the working directory. Beam lists what its own match would (the folder before
+    the first glob character); the pattern is matched here, warnings-free."""
+    pattern = absolute_pattern(pattern)
+    if pattern.endswith("/"):
+        pattern += "*"  # as FileSystems.match reads it
+    cuts = [pattern.find(ch) for ch in "*?[" if ch in pattern]
+    if not cuts:
+        return FileSystems.match([pattern])[0].metadata_list  # a path: that file, if it exists
+    regex = pattern_regex(pattern)
+    listed = FileSystems.match([pattern[:min(cuts)] + "**"])[0].metadata_list
+    return [metadata for metadata in listed if regex.match(metadata.path)]
+
+
 def matching_files(pattern: str) -> list[str]:
     """The files a pattern matches (Beam's syntax), as full paths; a local pattern is read from the
     working directory."""
-    return [m.path for m in FileSystems.match([absolute_pattern(pattern)])[0].metadata_list]
+    return [metadata.path for metadata in matching_metadata(pattern)]
 
 
 def list_files(folder: str) -> list[str]:
-    """Every file under ``folder`` (recursively), as full paths; [] when it does not exist."""
-    return sorted(matching_files(FileSystems.join(folder, "**")))
+    """Every file under ``folder`` (recursively), as full paths; [] when it does not exist. The folder is
+    taken as named: glob characters in its name are part of it."""
+    return sorted(matching_files(FileSystems.join(literal_pattern(folder), "**")))
 
 
 # A command's lock file inside the folder it writes (FolderLock); never part of what the folder holds.
@@ -422,7 +492,7 @@ def pattern_reaches(pattern: str, path: str) -> bool:
     ``*`` stays within a folder, ``**`` crosses folders.)"""
     if pattern.endswith("/"):
         pattern += "*"  # as FileSystems.match reads it
-    return re.match(FileSystem.translate_pattern(pattern), path) is not None
+    return pattern_regex(pattern).match(path) is not None
 
 
 class OutputFolderError(ValueError):

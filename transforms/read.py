@@ -35,14 +35,13 @@ import fastavro
 import orjson
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from domain import counters
 from domain.rows import dead_letter_row
 from runners.collector import tune_collector
 from transforms.compression import decompressed
-from transforms.files import absolute_pattern
+from transforms.files import absolute_pattern, matching_metadata
 from transforms.process import BLOCKS, rider
 from transforms.progress import ProgressSpec
 from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, iter_lines, key_record,
@@ -88,7 +87,7 @@ def _match_input(named_pattern: tuple[str, str]):
     """(input name, pattern) -> (input name, file metadata) per matching file; folders are
     skipped as ``fileio.ReadMatches`` skips them, and no match is no file (preflight decides)."""
     name, pattern = named_pattern
-    for metadata in FileSystems.match([pattern])[0].metadata_list:
+    for metadata in matching_metadata(pattern):
         if not metadata.path.endswith(("/", "\\")):
             yield name, metadata
 
