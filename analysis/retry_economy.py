@@ -36,7 +36,8 @@ from domain.families.base import (
 from domain.families.common import order_records
 from domain.families.response_structs import with_items
 from domain.issues import quote_name, render_range
-from domain.revision import KIND_RETRY
+from domain.judges import JUDGE_FAIL
+from domain.revision import KIND_JUDGE, KIND_RETRY
 from domain.source import Transcript
 
 VERDICTS_PASSING = frozenset({"accepted", "superseded"})
@@ -71,6 +72,8 @@ class TruthRow:
     attempt: int
     defects: tuple[TruthDefect, ...]
     expected_pass: bool
+    # Semantic defects no rule sees, planted for the judges (SPEC §4.3): how many (0 without them).
+    judge_defects: int = 0
 
 
 def parse_truth_row(row: Mapping[str, Any]) -> TruthRow:
@@ -78,7 +81,36 @@ def parse_truth_row(row: Mapping[str, Any]) -> TruthRow:
         TruthDefect(d["kind"], d.get("record_name"), tuple(d["range"]) if d.get("range") is not None else None)
         for d in row["defects"]
     )
-    return TruthRow(row["candidate_id"], slot_of(row), int(row["attempt"]), defects, bool(row["expected_pass"]))
+    return TruthRow(row["candidate_id"], slot_of(row), int(row["attempt"]), defects, bool(row["expected_pass"]),
+                    len(row.get("judge_defects") or ()))
+
+
+def judge_failed(evaluation: Mapping[str, Any]) -> bool:
+    """An attempt a judge's fail rejected (SPEC §4.3): the rules passed it, the run's verdicts did not."""
+    return any(isinstance(issue, Mapping) and issue.get("reason_code") == JUDGE_FAIL
+               for issue in evaluation.get("issues") or ())
+
+
+MEMBERSHIP_MISS = "not_in_registry"
+
+
+def judged_registry_sources(evaluations: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Sources with a chunk registry attempt a judge's fail rejected: their occurrences may name an entry the
+    truth assumed accepted."""
+    return frozenset(row["source_id"] for row in evaluations
+                     if str(row.get("family", "")).endswith("-registry") and judge_failed(row))
+
+
+def passes_in_the_run(known: "TruthRow", evaluation: Mapping[str, Any], judged_sources: frozenset[str] = frozenset()
+                      ) -> bool:
+    """Whether the run should pass the attempt: the truth's rules, and no judge's fail - neither on it nor,
+    for an occurrence that misses only registry names, on a registry of its source. A judge's verdict is
+    an input of the run like the attempt itself; whether it was right is ``judge_figures``' business."""
+    if not known.expected_pass or judge_failed(evaluation):
+        return False
+    issues = [i for i in evaluation.get("issues") or () if isinstance(i, Mapping)]
+    return not (evaluation.get("source_id") in judged_sources and issues
+                and all(i.get("reason_code") == MEMBERSHIP_MISS for i in issues))
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,13 +331,15 @@ def request_coverage(
     latest: dict[Slot, int] = {}
     passing: set[Slot] = set()
     deferred: set[Slot] = set()
+    evaluations = list(evaluations)
+    judged_sources = judged_registry_sources(evaluations)
     for row in evaluations:
         slot = slot_of(row)
         latest[slot] = max(latest.get(slot, 0), int(row["attempt"]))
         if row["verdict"] == VERDICT_DEFERRED:
             deferred.add(slot)
         known = truth.get(row["candidate_id"])
-        if known is None or known.expected_pass:
+        if known is None or passes_in_the_run(known, row, judged_sources):
             passing.add(slot)  # without truth a slot is never counted as failing
     failing = {slot for slot, attempt in latest.items()
                if slot not in passing and slot not in deferred and attempt < max_attempts}
@@ -335,16 +369,65 @@ class VerdictAgreement:
 def verdict_agreement(truth: Mapping[str, TruthRow], evaluations: Iterable[Mapping[str, Any]]) -> VerdictAgreement:
     agreeing = compared = 0
     disagreements: list[Disagreement] = []
+    evaluations = list(evaluations)
+    judged_sources = judged_registry_sources(evaluations)
     for row in sorted(evaluations, key=lambda r: r["candidate_id"]):
         known = truth.get(row["candidate_id"])
         if known is None or row["verdict"] == VERDICT_DEFERRED:
             continue
         compared += 1
-        if (row["verdict"] in VERDICTS_PASSING) == known.expected_pass:
+        if (row["verdict"] in VERDICTS_PASSING) == passes_in_the_run(known, row, judged_sources):
             agreeing += 1
         else:
             disagreements.append(Disagreement(row["candidate_id"], row["family"], known.expected_pass, row["verdict"]))
     return VerdictAgreement(agreeing, compared, tuple(disagreements))
+
+
+# --- the judges against the truth (SPEC §4.3) -------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JudgeFigures:
+    """What the run's judges said against the planted semantic defects of the ground truth."""
+
+    judge_requests: int  # judge request rows of the run
+    judged_fail: int  # attempts a judge's fail rejected
+    judged_pass: int  # accepted attempts whose every judge passed them (artifacts' judged_by)
+    true_fail: int  # judged fail and planted
+    false_fail: int  # judged fail, nothing planted
+    missed: int  # judged pass, planted
+    retries_caused: int  # retry requests built from an attempt a judge failed
+    accepted: int  # accepted artifacts
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_fail / self.judged_fail if self.judged_fail else None
+
+    @property
+    def recall(self) -> float | None:
+        found = self.true_fail + self.missed
+        return self.true_fail / found if found else None
+
+    @property
+    def requests_per_artifact(self) -> float | None:
+        return self.judge_requests / self.accepted if self.accepted else None
+
+
+def judge_figures(truth: Mapping[str, TruthRow], evaluations: Iterable[Mapping[str, Any]],
+                  requests: Iterable[Mapping[str, Any]], judged_passes: Iterable[str], accepted: int) -> JudgeFigures:
+    """The judges' precision and recall against the planted defects (attempts with truth only), the retries
+    their fails caused, and judge requests per accepted artifact. ``judged_passes``: candidate ids of
+    accepted attempts a judge passed."""
+    failed = {row["candidate_id"] for row in evaluations if judge_failed(row)}
+    passed = set(judged_passes)
+    planted = {cid for cid, row in truth.items() if row.judge_defects}
+    requests = list(requests)
+    return JudgeFigures(
+        judge_requests=sum(1 for r in requests if r.get("kind") == KIND_JUDGE),
+        judged_fail=len(failed & set(truth)), judged_pass=len(passed & set(truth)),
+        true_fail=len(failed & planted), false_fail=len((failed - planted) & set(truth)),
+        missed=len(passed & planted),
+        retries_caused=sum(1 for r in requests if r.get("kind", KIND_RETRY) == KIND_RETRY and r["candidate_id"] in failed),
+        accepted=accepted)
 
 
 # --- retries saved by endpoint canonicalization --------------------------------------------
@@ -532,6 +615,7 @@ class RetryEconomy:
     coverage: RequestCoverage
     agreement: VerdictAgreement
     saved_by_truth: Mapping[str, int]
+    judges: JudgeFigures | None = None  # when the run had judges
 
     @property
     def ok(self) -> bool:
@@ -552,8 +636,14 @@ def retry_economy(
     requests: Sequence[Mapping[str, Any]],
     max_attempts: int,
     vocabulary: DefectVocabulary,
+    judged_passes: Iterable[str] | None = None,
+    accepted: int = 0,
 ) -> RetryEconomy:
+    """``judged_passes`` (candidate ids of accepted attempts a judge passed; None: the run had no judges)
+    and ``accepted`` (its artifacts) give the judges' figures."""
     truth = {row.candidate_id: row for row in truth_rows}
+    judges = (judge_figures(truth, evaluations, requests, judged_passes, accepted)
+              if judged_passes is not None else None)
     requests = retry_requests_only(requests)
     return RetryEconomy(
         recall=defect_recall(requests, truth, vocabulary),
@@ -561,4 +651,5 @@ def retry_economy(
         coverage=request_coverage(truth, evaluations, requests, max_attempts),
         agreement=verdict_agreement(truth, evaluations),
         saved_by_truth=saved_by_truth(truth, evaluations, vocabulary),
+        judges=judges,
     )

@@ -6,15 +6,21 @@ backfill after a prompt revision, as a user lives it.
    for an LLM, with known injected defects and a ground-truth file). The first
    attempts of one family (``--revised-family``, spells by default) were made
    under an earlier wording of its prompt, kept in ``sample/prompts/``; the
-   installed assets are the revised version;
-2. run 1 of the job with ``--refresh-stale`` (DirectRunner, Avro outputs):
-   those slots show as stale, and each gets one refresh request;
-3. ``export-batch`` turns run 1's refresh and retry requests into an OpenAI batch file;
-4. the SIMULATED batch provider answers them under the current prompt, in the
-   provider's own output format;
-5. ``import-batch`` brings the answers back as candidates, added to the archive;
-6. run 2 of the job accepts the new, current attempts over the old ones;
-7. ``compare`` sets run 1 beside run 2, slot by slot (``compare/``: what changed and why).
+   installed assets are the revised version. Some attempts that pass every rule
+   carry a semantic defect only a judge sees (``--judge-defects``);
+2. run 1 of the job with ``--refresh-stale --judges all`` (DirectRunner, Avro
+   outputs): those slots show as stale, and each gets one refresh request; every
+   other attempt that passes the rules gets its judge requests;
+3. ``export-batch`` turns run 1's refresh, retry and judge requests into an OpenAI batch file;
+4. the SIMULATED batch provider answers the refreshes and retries under the current
+   prompt, the SIMULATED judge the judge requests, in the provider's own output format;
+5. ``import-batch`` brings the answers back as candidates and the verdicts as verdict
+   records, added to the archive;
+6. the judges' round: the job over the archive writes judge requests for the new
+   answers, which go out, are answered by the simulated judge and come back the same way;
+7. run 2 of the job accepts the new, current attempts over the old ones and applies
+   every verdict: a judge's fail becomes a retry whose guidance says what was found;
+8. ``compare`` sets run 1 beside run 2, slot by slot (``compare/``: what changed and why).
 
 Each run gets its retry economy (against the ground truth) and a
 self-contained HTML report: ``run1/report.html``, and ``report.html`` for run 2.
@@ -43,7 +49,7 @@ from pipelines.interruption import run_command, signals_deferred
 from runners.collector import freeze_for_exit
 from transforms.files import (FolderLockedError, OutputFolderError, check_output_folder, folder_state,
                               inner_locks_held)
-from sample import simulated_batch, simulated_producer
+from sample import simulated_batch, simulated_judge, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
 REVISED_FAMILY = "spells"
@@ -174,10 +180,12 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
     archive, run1, run2, backfill = root / "archive", root / "run1", root / "run2", root / "backfill"
     truth, truth_backfill = archive / "ground-truth.jsonl", archive / "ground-truth-backfill.jsonl"
     transcripts, imported_candidates = archive / "transcripts.jsonl.gz", archive / "candidates-backfill.jsonl"
+    verdicts = archive / "verdicts-backfill.jsonl"
     comparison = root / "compare"
     archive.mkdir(parents=True, exist_ok=True)
 
-    print(f"1/7 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt)")
+    print(f"1/8 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt; "
+          "semantic defects only a judge sees)")
     simulated_producer.main([
         "--transcripts", str(args.transcripts or bundled_transcripts()),
         "--transcripts-out", str(transcripts),
@@ -186,46 +194,74 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
         "--seed", str(args.seed),
         "--reconciliations",
         "--revised-family", args.revised_family,
+        "--judge-defects",
         *(["--candidates", str(args.candidates)] if args.candidates else []),
         # Only the revision makes attempts stale here (user overrides come after and win).
         "--defect-rate", "stale_prompt_fingerprint=0",
         *(option for rate in args.defect_rate for option in ("--defect-rate", rate)),
     ])
-    job = ["--transcripts", str(transcripts), "--output-format", args.output_format, "--refresh-stale", *beam_args]
+    job = ["--transcripts", str(transcripts), "--output-format", args.output_format, "--refresh-stale",
+           "--judges", "all", *beam_args]
 
-    print(f"2/7 reprocess job, run 1 (--refresh-stale) -> {run1}")
+    print(f"2/8 reprocess job, run 1 (--refresh-stale --judges all) -> {run1}")
     status = reprocess.main([*job, "--candidates", str(archive / "candidates.jsonl.gz"), "--output", str(run1)])
     if status != 0:
         return status, False
     figures1 = _figures(run1, truth, run1)
 
-    print(f"3/7 export-batch: the refresh and retry requests -> {backfill / 'batch'}")
+    print(f"3/8 export-batch: the refresh, retry and judge requests -> {backfill / 'batch'}")
     export = batch_export.run([
         "--retry-requests", str(run1 / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
         "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
         "--output", str(backfill / "batch"), *beam_args])
     print("  " + batch_export.format_summary(export).replace("\n", "\n  "))
 
-    print(f"4/7 simulated batch provider answers under the current prompt -> {backfill / 'results'}")
-    results = backfill / "results" / "batch_output.jsonl"
+    print(f"4/8 simulated batch provider and simulated judge answer them -> {backfill / 'results'}")
+    results, judged = backfill / "results" / "batch_output.jsonl", backfill / "results" / "judge_output.jsonl"
     simulated_batch.main(["--requests", str(backfill / "batch" / "requests-*"), "--transcripts", str(transcripts),
                           "--results-out", str(results), "--truth-out", str(truth_backfill), "--seed", str(args.seed)])
+    simulated_judge.main(["--requests", str(backfill / "batch" / "requests-*"), "--truth", str(truth),
+                          "--results-out", str(judged), "--answers-out", str(backfill / "results" / "judge_answers.jsonl"),
+                          "--seed", str(args.seed)])
 
-    print(f"5/7 import-batch -> {backfill / 'import'}; the answers join the archive")
-    imported = batch_import.run(["--provider", simulated_batch.PROVIDER, "--results", str(results),
+    print(f"5/8 import-batch -> {backfill / 'import'}; the answers and the verdicts join the archive")
+    imported = batch_import.run(["--provider", simulated_batch.PROVIDER, "--results", str(results), str(judged),
                                  "--requests", str(backfill / "batch" / "requests-*"),
                                  "--output", str(backfill / "import")])
     print("  " + batch_import.format_summary(imported).replace("\n", "\n  "))
     FileSystems.copy([str(backfill / "import" / batch_import.CANDIDATES)], [str(imported_candidates)])
+    FileSystems.copy([str(backfill / "import" / batch_import.VERDICTS)], [str(verdicts)])
     truth_all = backfill / "ground-truth.jsonl"
     truth_all.write_bytes(truth.read_bytes() + truth_backfill.read_bytes())
 
-    print(f"6/7 reprocess job, run 2 -> {run2}")
-    status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--output", str(run2)])
+    # The answers are new attempts: the judges see them before they are accepted (SPEC 4.3).
+    print(f"6/8 the judges' round: run 1's answers judged -> {backfill / 'judging'}")
+    judging = backfill / "judging"
+    status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--verdicts", str(verdicts),
+                             "--output", str(judging / "run"), "--progress-seconds", "0"])
+    if status != 0:
+        return status, False
+    batch_export.run([
+        "--retry-requests", str(judging / "run" / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
+        "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL, "--kinds", "judge",
+        "--output", str(judging / "batch"), *beam_args])
+    simulated_judge.main(["--requests", str(judging / "batch" / "requests-*"), "--truth", str(truth_all),
+                          "--results-out", str(judging / "results" / "judge_output.jsonl"),
+                          "--answers-out", str(judging / "results" / "judge_answers.jsonl"), "--seed", str(args.seed)])
+    judged_again = batch_import.run(["--provider", simulated_batch.PROVIDER,
+                                     "--results", str(judging / "results" / "judge_output.jsonl"),
+                                     "--requests", str(judging / "batch" / "requests-*"),
+                                     "--output", str(judging / "import")])
+    print(f"  {judged_again['verdicts_written']} more verdicts")
+    verdicts.write_bytes(verdicts.read_bytes() + (judging / "import" / batch_import.VERDICTS).read_bytes())
+
+    print(f"7/8 reprocess job, run 2 (every answer and verdict) -> {run2}")
+    status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--verdicts", str(verdicts),
+                             "--output", str(run2)])
     if status != 0:
         return status, False
 
-    print(f"7/7 compare run 1 with run 2 -> {comparison}")
+    print(f"8/8 compare run 1 with run 2 -> {comparison}")
     document, folder = compare.compare([str(run1), str(run2), "--output", str(comparison), *beam_args])
     print("  " + compare.format_summary(document, folder).replace("\n", "\n  "))
     figures2 = _figures(run2, truth_all, root, (document, f"{comparison.name}/{compare.COMPARE_HTML}"))

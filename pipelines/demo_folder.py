@@ -32,7 +32,7 @@ from transforms.files import LOCK_NAME, STAGING_PREFIX
 MARK = ".notarius-demo"
 # What the demo writes (relative to its folder); its own entries are these and only these.
 ARCHIVE_FILES = ("transcripts.jsonl.gz", "candidates.jsonl.gz", "ground-truth.jsonl", "ground-truth-backfill.jsonl",
-                 "candidates-backfill.jsonl")
+                 "candidates-backfill.jsonl", "verdicts-backfill.jsonl")
 OWN_FOLDERS = ("run1", "backfill", "run2", "compare")
 OWN_ENTRIES = (MARK, *OWN_FOLDERS, "report.html", "retry_economy.json", *(f"archive/{name}" for name in ARCHIVE_FILES))
 _ASIDE = re.compile(r"\.demo-(setting-aside|previous|restoring|discarded|unfinished)-[0-9a-f]+")

@@ -34,6 +34,8 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
+from domain.families import FAMILIES
+
 from analysis.retry_economy import (
     CanonicalizationSavings,
     Leak,
@@ -107,7 +109,12 @@ def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigure
         rows = read_truth(truth.path)
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
-        economy = retry_economy(rows, evaluations, requests, max_attempts, truth.vocabulary)
+        judged = None
+        if (manifest.get("options") or {}).get("judges"):  # SPEC 4.3: the accepted attempts a judge passed
+            judged = [a["provenance"]["candidate_id"] for key, spec in FAMILIES.items() if spec.judges
+                      for a in iter_rows(join_path(str(out), "artifacts", key)) if a["provenance"].get("judged_by")]
+        accepted = int((manifest.get("outputs") or {}).get("artifacts") or 0)
+        economy = retry_economy(rows, evaluations, requests, max_attempts, truth.vocabulary, judged, accepted)
     return RunFigures(str(out), manifest, summary, savings, note, truth, kinds, economy)
 
 
@@ -154,6 +161,12 @@ def summary_lines(figures: RunFigures) -> list[str]:
     if economy is not None:
         agreement = economy.agreement
         lines.append(f"job verdicts agree with the ground truth: {agreement.agreeing}/{agreement.compared}")
+    if economy is not None and economy.judges is not None:
+        j = economy.judges
+        lines.append(f"judges: {j.judged_fail} attempts failed ({j.true_fail} with a planted defect: precision "
+                     f"{percent(j.true_fail, j.judged_fail)}), {j.missed} planted defects passed (recall "
+                     f"{percent(j.true_fail, j.true_fail + j.missed)}); {j.retries_caused} retries caused; "
+                     f"{j.judge_requests} judge requests for {j.accepted} accepted artifacts")
     return lines
 
 
@@ -192,6 +205,13 @@ def as_json(figures: RunFigures) -> dict[str, Any]:
         }
         document["ground_truth_saved_by_canonicalization"] = {
             "slots": sum(economy.saved_by_truth.values()), "by_family": dict(economy.saved_by_truth)}
+        if economy.judges is not None:
+            j = economy.judges
+            document["judges"] = {"judge_requests": j.judge_requests, "judged_fail": j.judged_fail,
+                                  "judged_pass": j.judged_pass, "true_fail": j.true_fail, "false_fail": j.false_fail,
+                                  "missed": j.missed, "precision": j.precision, "recall": j.recall,
+                                  "retries_caused": j.retries_caused, "accepted": j.accepted,
+                                  "requests_per_artifact": j.requests_per_artifact}
         document["verdict_agreement"] = {
             "agreeing": agreement.agreeing, "compared": agreement.compared,
             "disagreements": [{"candidate_id": d.candidate_id, "family": d.family,
