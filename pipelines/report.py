@@ -6,7 +6,7 @@ Writes ``DIR/report.html`` (or ``--html``) and prints its path. Static HTML
 with inline CSS and SVG: no script, no network (a Content-Security-Policy
 forbids both), so it opens anywhere. Sections: outcomes per family,
 conservation, stale candidates, the backfill after a prompt revision (with
-``--baseline``: what it answered), top defect categories (with ``--truth``:
+``--baseline``: what it answered), the semantic judges (with ``--truth``: how right they were), top defect categories (with ``--truth``:
 how the injected defect kinds map onto the reason codes), retries saved by
 endpoint canonicalization, the retry economy (with ``--truth``), a few
 retry requests as the model would read them and (with ``--baseline``) what
@@ -36,9 +36,9 @@ from pipelines.truth import ground_truth
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("accepted", "#2e7d32", "one canonical artifact"),
-    ("retry", "#f9a825", "one retry request sent to the producer"),
+    ("retry", "#f9a825", "one retry request written for the producer"),
     ("exhausted", "#c62828", "no attempt passed and the budget is spent"),
-    ("deferred", "#757575", "waits for an accepted registry"),
+    ("deferred", "#757575", "waits: for an accepted registry, an entry list, or its judges' verdicts"),
 )
 CANDIDATE_COUNTS = ("superseded", "stale")
 TOP_CATEGORIES = 12
@@ -75,6 +75,49 @@ def entry_list_note(manifest: Mapping[str, Any]) -> str:
             "source's accepted chunk registries changed): they are deferred, not evaluated, and never corrected "
             f"(reason <code>entry_list_changed</code>). {waiting} slot(s) wait for an attempt on the current list"
             + (" (each gets a refresh request with <code>--refresh-stale</code>)." if waiting else ".") + "</p>")
+
+
+JUDGE_COLUMNS = (  # manifest key, column heading
+    ("requests", "judge requests"), ("pass", "pass"), ("fail", "fail"), ("unsure", "unsure"),
+    ("unusable", "unusable"), ("stale", "stale"), ("unmatched", "unmatched"), ("superseded", "superseded"),
+    ("unjudged", "decided by the rules alone"), ("awaiting", "slots waiting"),
+)
+
+
+def judges_section(figures: RunFigures) -> str:
+    """The semantic judges of the run (SPEC 4.3): per judge, its requests and what its verdicts came to;
+    verdict conservation; with the ground truth, how right the judges were. Nothing without judges."""
+    manifest = figures.manifest
+    judges: Mapping[str, Mapping[str, Any]] = manifest.get("judges") or {}
+    if not judges:
+        return ""
+    head = "".join(f"<th>{e(title)}</th>" for _, title in JUDGE_COLUMNS)
+    body = "".join(
+        f"<tr><td>{e(name)}</td><td>{e(str(counts.get('family', '')))}</td>"
+        + "".join(f"<td>{int(counts.get(key, 0))}</td>" for key, _ in JUDGE_COLUMNS) + "</tr>"
+        for name, counts in judges.items())
+    v = manifest.get("verdict_conservation") or {}
+    line = (f"{int(v.get('verdicts_in', 0))} verdicts in = {int(v.get('applied', 0))} applied + "
+            f"{int(v.get('superseded', 0))} superseded + {int(v.get('unusable', 0))} unusable + "
+            f"{int(v.get('stale', 0))} stale + {int(v.get('unmatched', 0))} unmatched + "
+            f"{int(v.get('dead_letters', 0))} dead letters")
+    truth = ""
+    economy = figures.economy
+    if economy is not None and economy.judges is not None:
+        j = economy.judges
+        truth = (f"<p>Against the ground truth: {j.judged_fail} attempts failed by a judge, {j.true_fail} of them "
+                 f"with a planted semantic defect (precision {e(percent(j.true_fail, j.judged_fail))}); "
+                 f"{j.missed} planted defects passed (recall {e(percent(j.true_fail, j.true_fail + j.missed))}); "
+                 f"{j.retries_caused} retry requests built from an attempt a judge failed; {j.judge_requests} "
+                 f"judge requests for {j.accepted} accepted artifacts.</p>")
+    return section("judges", "Semantic judges",
+                   "<p>A judge is asked only about attempts that pass every rule. A <code>fail</code> rejects "
+                   "the attempt and its problems become the retry's guidance; a slot waits (deferred, "
+                   "<code>awaiting_judgment</code>) until each judge of its family has a usable verdict on "
+                   "it: export its judge requests (<code>export-batch --kinds judge</code>), import the answers "
+                   "(<code>verdicts.jsonl</code>) and run again with <code>--verdicts</code>.</p>"
+                   f"<table><thead><tr><th>judge</th><th>family</th>{head}</tr></thead><tbody>{body}</tbody>"
+                   f"</table><p>{e(line)} — {verdict(bool(v.get('holds')))}</p>" + truth)
 
 
 def conservation_section(manifest: Mapping[str, Any]) -> str:
@@ -413,6 +456,7 @@ def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str]
         conservation_section(manifest),
         stale_section(manifest),
         refresh_section(manifest, figures.output_dir, comparison[0] if comparison is not None else None),
+        judges_section(figures),
         defects_section(figures),
         canonicalization_section(figures),
         economy_section(figures),

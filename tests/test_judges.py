@@ -434,3 +434,21 @@ def test_judge_requests_round_trip_through_every_export_target(tmp_path, provide
                     "--output", str(tmp_path / "run2")])
     assert run2["verdict_conservation"]["applied"] == 2 and run2["verdict_conservation"]["holds"]
     assert run2["outcomes"]["spells"]["accepted"] == 1 and run2["outcomes"]["combat-turns"]["retry"] == 1
+
+
+def test_the_report_has_a_judges_section_only_with_judges(tmp_path):
+    from pipelines.report import render_report
+    from pipelines.retry_economy import load_figures
+    from pipelines.reprocess import run as run_job
+
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINE + b"\n")
+    c1 = cand("c-1", WRONG_ACTOR)
+    (tmp_path / "c.jsonl").write_bytes(orjson.dumps(c1) + b"\n")
+    (tmp_path / "v.jsonl").write_bytes(verdict("v-1", c1, FAIL_ACTOR) + b"\n")
+    base = ["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "c.jsonl"),
+            "--output-format", "jsonl", "--progress-seconds", "0"]
+    run_job([*base, "--judges", "all", "--verdicts", str(tmp_path / "v.jsonl"), "--output", str(tmp_path / "judged")])
+    run_job([*base, "--output", str(tmp_path / "plain")])
+    page = render_report(load_figures(tmp_path / "judged"))
+    assert "Semantic judges" in page and "combat-semantics" in page and "1 verdicts in = 1 applied" in page
+    assert "Semantic judges" not in render_report(load_figures(tmp_path / "plain"))
