@@ -452,3 +452,34 @@ def test_the_report_has_a_judges_section_only_with_judges(tmp_path):
     page = render_report(load_figures(tmp_path / "judged"))
     assert "Semantic judges" in page and "combat-semantics" in page and "1 verdicts in = 1 applied" in page
     assert "Semantic judges" not in render_report(load_figures(tmp_path / "plain"))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl.gz", "avro", "parquet"])
+def test_verdicts_are_read_from_every_input_format(tmp_path, fmt):
+    """--verdicts reads JSON Lines (.gz), Avro (the contract's schema, raw_response as bytes) and Parquet."""
+    import gzip
+
+    import fastavro
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from domain.assets import VERDICT_INPUT_SCHEMA
+    from pipelines.reprocess import run as run_job
+
+    c1 = cand("c-1", GOOD)
+    (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINE + b"\n")
+    (tmp_path / "c.jsonl").write_bytes(orjson.dumps(c1) + b"\n")
+    record = orjson.loads(verdict("v-1", c1, PASS))
+    path = tmp_path / f"v.{fmt}"
+    if fmt == "jsonl.gz":
+        path.write_bytes(gzip.compress(orjson.dumps(record) + b"\n"))
+    elif fmt == "avro":
+        with open(path, "wb") as out:
+            fastavro.writer(out, fastavro.parse_schema(load_json_asset(VERDICT_INPUT_SCHEMA)),
+                            [{**record, "raw_response": record["raw_response"].encode()}])
+    else:
+        pq.write_table(pa.Table.from_pylist([{k: v for k, v in record.items() if k != "usage"}]), path)
+    manifest = run_job(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "c.jsonl"),
+                        "--judges", "combat-semantics", "--verdicts", str(path), "--output", str(tmp_path / "run"),
+                        "--output-format", "jsonl", "--progress-seconds", "0"])
+    assert manifest["verdict_conservation"]["applied"] == 1 and manifest["outcomes"]["combat-turns"]["accepted"] == 1
