@@ -26,7 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # In the order a reader meets them; later documents may read what earlier ones wrote.
-DOCUMENTS = ("README.md", "docs/batch.md", "docs/revising-a-prompt.md", "docs/running.md", "docs/benchmarks.md")
+DOCUMENTS = ("README.md", "docs/batch.md", "docs/revising-a-prompt.md", "docs/judges.md", "docs/running.md",
+             "docs/benchmarks.md")
 OWN_TEST = {"docs/querying.md": "tests/test_querying.py runs every block against a Parquet run of the demo"}
 NOT_RUN = re.compile(r"^<!--\s*not run by tests:\s*(?P<reason>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[A-Za-z]*)\s*$")
