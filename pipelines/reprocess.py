@@ -291,11 +291,32 @@ def format_summary(manifest: dict, output: str) -> str:
     t = manifest["transcript_conservation"]
     lines.append(f"transcripts: {t['transcripts_in']} in, {t['usable']} usable, {t['dead_letters']} dead letters")
     lines.extend(refresh_summary(manifest.get("refresh")))
+    lines.extend(judges_summary(manifest))
     lines.append(f"outputs under {output}: {artifact_output('<family>')}/, "
                  + "".join(f"{name}/, " for name in NON_ARTIFACT_OUTPUTS) + MANIFEST_NAME)
     files = sum(len(entries) for entries in manifest.get(FILES_KEY, {}).values())
     lines.append(f"{files} files listed in the manifest; check them with: {command_as_typed('verify')} {output}")
     return "\n".join(lines)
+
+
+def judges_summary(manifest: dict) -> list[str]:
+    """Semantic judges (SPEC 4.3) in the summary: only when the run had some."""
+    judges = manifest.get("judges") or {}
+    if not judges:
+        return []
+    lines = ["", f"{'judge':<24}{'requests':>11}{'pass':>11}{'fail':>11}{'unsure':>11}{'unusable':>11}{'waiting':>11}"]
+    for name, j in judges.items():
+        lines.append(f"{name:<24}{j['requests']:>11}{j['pass']:>11}{j['fail']:>11}{j['unsure']:>11}{j['unusable']:>11}"
+                     f"{j['awaiting']:>11}")
+    v = manifest["verdict_conservation"]
+    lines.append(f"verdicts: {v['verdicts_in']} in = {v['applied']} applied + {v['superseded']} superseded + "
+                 f"{v['unusable']} unusable + {v['stale']} stale + {v['unmatched']} unmatched + {v['dead_letters']} "
+                 f"dead letters -> {'holds' if v['holds'] else 'DOES NOT HOLD'}")
+    requests = manifest["outputs"]["judge_requests"]
+    if requests:
+        lines.append(f"{requests} judge request(s) in retry_requests/ (kind judge): their slots wait; export them "
+                     "with export-batch --kinds judge, import the answers, run again with --verdicts")
+    return lines
 
 
 def refresh_summary(refresh: dict | None) -> list[str]:
