@@ -422,7 +422,7 @@ def test_import_twice_into_one_folder_needs_overwrite(exported, tmp_path):
     out = tmp_path / "import"
     first = batch_import.run(import_argv(exported, out))
     written = tree(out)
-    assert sorted(written) == ["candidates.jsonl", "import_manifest.json", "ledger.jsonl", "not_imported.txt"]
+    assert sorted(written) == ["candidates.jsonl", "import_manifest.json", "ledger.jsonl", "not_imported.txt", "verdicts.jsonl"]
     assert first["conservation"]["missing"] == first["conservation"]["exported"] > 0
     with pytest.raises(SystemExit, match="already holds files"):
         batch_import.run(import_argv(exported, out))
