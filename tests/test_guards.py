@@ -848,6 +848,16 @@ def test_a_full_disk_empties_a_folder_it_was_given_and_keeps_it(finished_run, tm
     assert left == ["out"]  # emptied by --overwrite as asked, and nothing of this export left in it
 
 
+def test_a_report_on_a_full_disk_is_one_line_and_leaves_no_half_written_page(finished_run, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    argv = ["--output", finished_run["run"], "--html", disk / "report.html"]
+    done, left = on_a_full_disk(["inject", "100", str(disk)], tmp_path / "left.json", argv, module="pipelines.report")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _said(done.stderr) == ["python -m pipelines.report: no space left on the disk it writes to"], done.stderr
+    assert left == []  # neither report.html nor the half of it written aside
+
+
 def test_a_disk_too_full_for_the_lock_leaves_neither_lock_file_nor_folder(tmp_path, monkeypatch):
     import types
 
