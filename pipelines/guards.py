@@ -63,7 +63,9 @@ def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: F
     record was written) and its lock released."""
     inside = path is not None and os.path.abspath(path).startswith(os.path.join(folder, ""))
     where = path if path is not None and not inside else folder
-    left = [] if committed or not is_local(folder) else remove_entries(folder)
+    if path is None and not is_local(folder):
+        where = "a worker's disk"  # a bucket does not fill up: the room ran out where a worker wrote
+    left = [] if committed else remove_entries(folder)
     if lock is not None:
         lock.release()
     if committed:

@@ -874,6 +874,22 @@ def test_a_disk_too_full_for_the_lock_leaves_neither_lock_file_nor_folder(tmp_pa
     assert not out.exists()
 
 
+def test_a_worker_out_of_room_empties_an_object_store_folder_and_says_where(tmp_path):
+    from memory_filesystem import MemoryFileSystem
+
+    store = MemoryFileSystem.objects
+    store.clear()
+    out = "memtest://bucket/runs/x"
+    store["memtest://bucket/runs/xy/keep"] = b"a neighbour"
+    with pytest.raises(SystemExit) as ended:
+        with claimed_output("prog", out, inputs={}, writes=[], overwrite=False, commit_record="manifest.json"):
+            store[f"{out}/evaluations/part-00000-of-00001.avro"] = b"written whole"
+            raise RuntimeError(f"Pipeline failed: ... OSError: [Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)} ...")
+    assert ended.value.code == ("prog: no space left on a worker's disk: nothing committed in memtest://bucket/runs/x, "
+                                "what this command wrote there is removed; free some space and run it again")
+    assert store == {"memtest://bucket/runs/xy/keep": b"a neighbour"}
+
+
 def test_a_full_disk_is_recognised_however_it_reaches_the_command():
     from runners.no_space import no_space_left
 

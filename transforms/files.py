@@ -357,9 +357,18 @@ def remove_temporary_entries(folder: str) -> list[str]:
 
 
 def remove_entries(folder: str) -> list[str]:
-    """Remove every entry of a local ``folder`` but its lock file, each in place (a full disk may have no room
-    for the staging folder ``remove_folder_contents`` makes), never through a link; returns the names that
-    could not be removed."""
+    """Remove every entry of ``folder`` but its lock file, each in place (a full disk may have no room for the
+    staging folder ``remove_folder_contents`` makes), never through a link; returns the names that could not
+    be removed. On an object store: every object under the folder's prefix."""
+    if not is_local(folder):
+        prefix = folder.rstrip("/") + "/"
+        inside = [path for path in list_files(folder) if path.startswith(prefix)]
+        try:
+            if inside:
+                FileSystems.delete(inside)
+        except Exception:  # noqa: BLE001 - BeamIOError naming what failed: what is still there is said
+            return sorted(path[len(prefix):] for path in list_files(folder) if path.startswith(prefix))
+        return []
     left = []
     for name in sorted(set(os.listdir(folder)) - {LOCK_NAME}):
         path = os.path.join(folder, name)
