@@ -58,16 +58,19 @@ def enclosing_run(folder: str) -> str | None:
 
 
 def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: FolderLock | None,
-              created: bool) -> SystemExit:
+              created: bool, keep_contents: bool) -> SystemExit:
     """The one line of a command that ran out of room, once what it wrote is removed (never after its commit
-    record was written) and its lock released."""
+    record was written, never in a folder whose contents are the command's own business) and its lock
+    released."""
     inside = path is not None and os.path.abspath(path).startswith(os.path.join(folder, ""))
     where = path if path is not None and not inside else folder
     if path is None and not is_local(folder):
         where = "a worker's disk"  # a bucket does not fill up: the room ran out where a worker wrote
-    left = [] if committed else remove_entries(folder)
+    left = [] if committed or keep_contents else remove_entries(folder)
     if lock is not None:
         lock.release()
+    if keep_contents:  # the demo: it has put back what it set aside
+        return SystemExit(f"{prog}: no space left on {where}; free some space and run it again")
     if committed:
         return SystemExit(f"{prog}: no space left on {where} after the result was committed in {folder}")
     if left:
@@ -211,7 +214,7 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
         committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
         remove_temporary_entries(folder)
         held, lock = lock, None  # released once what the command wrote is removed
-        raise _no_space(prog, folder, path, committed, held, created) from None
+        raise _no_space(prog, folder, path, committed, held, created, keep_contents) from None
     finally:
         remove_temporary_entries(folder)
         if lock is not None:

@@ -890,6 +890,19 @@ def test_a_worker_out_of_room_empties_an_object_store_folder_and_says_where(tmp_
     assert store == {"memtest://bucket/runs/xy/keep": b"a neighbour"}
 
 
+def test_a_full_disk_removes_nothing_from_a_folder_whose_contents_are_the_commands_own(tmp_path):
+    """The demo (keep_contents): it puts its earlier state back itself, and the user's files beside it stay."""
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's\n")
+    with pytest.raises(SystemExit) as ended:
+        with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False, keep_contents=True):
+            (out / "run1").mkdir()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert ended.value.code == f"prog: no space left on {out}; free some space and run it again"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "run1"]
+
+
 def test_a_full_disk_is_recognised_however_it_reaches_the_command():
     from runners.no_space import no_space_left
 
