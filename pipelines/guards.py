@@ -14,7 +14,11 @@ by construction.
    and never through a link, and names on stderr what it removed that the earlier run had not
    written (a report written into the run's folder);
 5. on every way out the command's temporary entries are removed and the lock released; Ctrl-C
-   ends the command with one line ("interrupted: nothing committed in DIR") and exit code 130.
+   ends the command with one line ("interrupted: nothing committed in DIR") and exit code 130;
+6. a full disk (or quota) ends it with one line ("no space left on PATH: nothing committed ...") and
+   exit code 1, and what it wrote is removed: the folder is as before the command (a folder it made
+   is gone; one it was given is empty, as the claim found it or ``--overwrite`` left it). Beam's
+   tracebacks of the failed bundle are not printed (``runners.no_space``).
 
 Refusals end the command with one line on stderr ("PROG: why") and exit code 1, nothing written.
 The options side (one declared table per command, bounds checked before any work) is
@@ -34,9 +38,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import MANIFEST_NAME, ManifestError, listed_files
 from pipelines.interruption import Interruption, Terminated, interrupted
+from runners.no_space import bundle_failures_unlogged_when_out_of_space, no_space_left
 from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
                               empty_output_folder, folder_state, is_local, list_files, locked_folder_above,
-                              remove_temporary_entries)
+                              remove_entries, remove_temporary_entries)
+
 
 def enclosing_run(folder: str) -> str | None:
     """The nearest folder above ``folder`` that holds a commit record (a run's or a comparison's
@@ -49,6 +55,36 @@ def enclosing_run(folder: str) -> str | None:
             return parent
         parent = os.path.dirname(parent)
     return None
+
+
+def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: FolderLock | None,
+              created: bool, keep_contents: bool) -> SystemExit:
+    """The one line of a command that ran out of room, once what it wrote is removed (never after its commit
+    record was written, never in a folder whose contents are the command's own business) and its lock
+    released."""
+    inside = path is not None and os.path.abspath(path).startswith(os.path.join(folder, ""))
+    where = path if path is not None and not inside else folder
+    if path is None and not is_local(folder):
+        where = "a worker's disk"  # a bucket does not fill up: the room ran out where a worker wrote
+    left = [] if committed or keep_contents else remove_entries(folder)
+    if lock is not None:
+        lock.release()
+    if keep_contents:  # the demo: it has put back what it set aside
+        return SystemExit(f"{prog}: no space left on {where}; free some space and run it again")
+    if committed:
+        return SystemExit(f"{prog}: no space left on {where} after the result was committed in {folder}")
+    if left:
+        what = f"could not remove {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}"
+    elif created and folder_state(folder) == "empty":
+        try:
+            os.rmdir(folder)
+            what = "the folder is removed (this command made it)"
+        except OSError:
+            what = "what this command wrote there is removed"  # another command's lock file is in it now
+    else:
+        what = "what this command wrote there is removed"
+    said = f"{prog}: no space left on {where}: nothing committed" + ("" if where == folder else f" in {folder}")
+    return SystemExit(f"{said}, {what}; free some space and run it again")
 
 
 def _create(folder: str) -> bool:
@@ -164,15 +200,21 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
         raise
     interruption = Interruption()
     try:
-        with interruption:
+        with interruption, bundle_failures_unlogged_when_out_of_space():  # said in one line below
             yield folder
     except BaseException as error:
-        if not (interruption.seen or isinstance(error, (KeyboardInterrupt, Terminated))):
+        if interruption.seen or isinstance(error, (KeyboardInterrupt, Terminated)):
+            committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
+            remove_temporary_entries(folder)
+            raise interrupted(prog, folder, committed,
+                              terminated=interruption.terminated or isinstance(error, Terminated)) from None
+        ran_out, path = no_space_left(error)
+        if not ran_out:
             raise
         committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
         remove_temporary_entries(folder)
-        raise interrupted(prog, folder, committed,
-                          terminated=interruption.terminated or isinstance(error, Terminated)) from None
+        held, lock = lock, None  # released once what the command wrote is removed
+        raise _no_space(prog, folder, path, committed, held, created, keep_contents) from None
     finally:
         remove_temporary_entries(folder)
         if lock is not None:

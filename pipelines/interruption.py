@@ -16,6 +16,8 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
+from runners.no_space import no_space_left
+
 INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
 TERMINATED_EXIT = 143  # ... and by SIGTERM
 # After the one line, the process ends within this many seconds even if a library thread that is
@@ -130,13 +132,16 @@ def signals_deferred() -> Iterator[None]:
 
 
 def run_command(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """``main(argv)``, with Ctrl-C or SIGTERM (outside a held folder) reported in one line."""
+    """``main(argv)``, with Ctrl-C or SIGTERM (outside a held folder), and a full disk, reported in one line."""
     try:
         with Interruption() as interruption:
             return main(argv)
     except (KeyboardInterrupt, Terminated) as signalled:
         raise interrupted(prog, None, terminated=isinstance(signalled, Terminated)) from None
-    except BaseException:
+    except BaseException as error:
         if interruption.seen:  # a signal that Beam turned into another exception
             raise interrupted(prog, None, terminated=interruption.terminated) from None
+        ran_out, path = no_space_left(error)
+        if ran_out and not isinstance(error, SystemExit):  # a command that holds no folder (the report)
+            raise SystemExit(f"{prog}: no space left on {path or 'the disk it writes to'}") from None
         raise

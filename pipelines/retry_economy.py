@@ -47,7 +47,7 @@ from analysis.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows, read_truth
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
-from transforms.write import join_path
+from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
 from pipelines.truth import GroundTruth, ground_truth
@@ -224,7 +224,8 @@ def as_json(figures: RunFigures) -> dict[str, Any]:
 
 def write_json(figures: RunFigures, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(as_json(figures), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    # Written aside and renamed: a full disk leaves no half file.
+    write_document(orjson.dumps(as_json(figures), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n", str(path))
 
 
 PROG = "python -m pipelines.retry_economy"

@@ -58,6 +58,9 @@ def run_beam_worker() -> int:
     """Beam's SDK worker, as ``python -m apache_beam.runners.worker.sdk_worker_main`` runs it."""
     from apache_beam.runners.worker import sdk_worker_main
 
+    from runners.no_space import fall_silent_when_out_of_space
+
+    fall_silent_when_out_of_space()  # the runner says a full disk in one line, not each worker its traceback
     sdk_worker_main.main(sys.argv)
     return 0
 

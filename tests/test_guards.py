@@ -6,13 +6,16 @@ Each test here reproduces a finding of issue 29 on the code before its fix."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import orjson
 import pytest
@@ -766,3 +769,204 @@ def test_what_was_not_written_is_named_by_its_outermost_entry(files):
         assert sum(rel == name or (name.endswith("/") and rel.startswith(name)) for name in named) == 1, (rel, named)
     for name in named:
         assert not any(rel == name or (name.endswith("/") and rel.startswith(name)) for rel in written), name
+
+
+# --- a full disk: one line, exit 1, nothing half-written left (issue 38) ---------------------------------
+
+FULL_DISK = ROOT / "tests" / "full_disk.py"  # runs a command on a disk that fills up (injected, or a real tmpfs)
+TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+@pytest.fixture(scope="module")
+def compared(finished_run):
+    out = finished_run["root"] / "compared"
+    done = cli("compare", finished_run["run"], finished_run["run"], "--output", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def imported(exported, finished_run):
+    out = finished_run["root"] / "imported"
+    done = cli("import-batch", *import_argv(exported, out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+def full_disk_command(request, command: str):
+    """(the command line writing into a given folder, a folder the same command wrote whole)."""
+    run, archive = request.getfixturevalue("finished_run")["run"], request.getfixturevalue("finished_run")["archive"]
+    if command == "job":
+        return lambda out: job_argv(archive, out, "--output-format", "jsonl", "--refresh-stale"), run
+    if command == "compare":
+        return lambda out: ["compare", run, run, "--output", out], request.getfixturevalue("compared")
+    exported = request.getfixturevalue("exported")
+    if command == "export-batch":
+        return lambda out: ["export-batch", *export_argv(run, archive, out)], exported["batch"]
+    return lambda out: ["import-batch", *import_argv(exported, out)], request.getfixturevalue("imported")
+
+
+def files_of(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and p.name != LOCK_NAME]
+
+
+def no_space_said(command: str, out: Path, what: str = "the folder is removed (this command made it)") -> str:
+    prog = "notarius-reprocess" if command == "job" else f"notarius-reprocess {command}"
+    return f"{prog}: no space left on {out}: nothing committed, {what}; free some space and run it again"
+
+
+def on_a_full_disk(mode: list[str], listing: Path, argv: list, *, wrap: Sequence[str] = (),
+                   module: str = "pipelines.cli"):
+    done = subprocess.run([*wrap, sys.executable, str(FULL_DISK), *mode, str(listing), "--", module,
+                           *map(str, argv)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return done, orjson.loads(listing.read_bytes())
+
+
+@pytest.mark.parametrize("command", ["job", "compare", "export-batch", "import-batch"])
+def test_a_disk_that_fills_up_is_one_line_and_leaves_nothing_written(request, tmp_path, command):
+    """Every write through Beam's local filesystem shares the room of half what the command writes: some files
+    are written whole, then one fails with ENOSPC (in this process: the default in-process runner)."""
+    argv, whole = full_disk_command(request, command)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    room = sum(p.stat().st_size for p in files_of(whole)) // 2
+    done, left = on_a_full_disk(["inject", str(room), str(disk)], tmp_path / "left.json", argv(disk / "out"))
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _said(done.stderr) == [no_space_said(command, disk / "out")], done.stderr[-3000:]
+    assert left == []  # the folder it made is gone: no slots/, no requests file, no part-* file
+
+
+def test_a_full_disk_empties_a_folder_it_was_given_and_keeps_it(finished_run, tmp_path):
+    disk = tmp_path / "disk"
+    out = disk / "out"
+    out.mkdir(parents=True)
+    (out / "earlier.txt").write_text("an earlier export\n")
+    argv = ["export-batch", *export_argv(finished_run["run"], finished_run["archive"], out, "--overwrite")]
+    done, left = on_a_full_disk(["inject", "0", str(disk)], tmp_path / "left.json", argv)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _said(done.stderr) == [no_space_said("export-batch", out, "what this command wrote there is removed")]
+    assert left == ["out"]  # emptied by --overwrite as asked, and nothing of this export left in it
+
+
+def test_a_report_on_a_full_disk_is_one_line_and_leaves_no_half_written_page(finished_run, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    argv = ["--output", finished_run["run"], "--html", disk / "report.html"]
+    done, left = on_a_full_disk(["inject", "100", str(disk)], tmp_path / "left.json", argv, module="pipelines.report")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _said(done.stderr) == ["python -m pipelines.report: no space left on the disk it writes to"], done.stderr
+    assert left == []  # neither report.html nor the half of it written aside
+
+
+def test_a_disk_too_full_for_the_lock_leaves_neither_lock_file_nor_folder(tmp_path, monkeypatch):
+    import types
+
+    import transforms.files as files
+
+    def write(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files, "os", types.SimpleNamespace(**{**vars(os), "write": write}))  # the lock's holder line
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"^prog: --output .* cannot be written: No space left on device$"):
+        with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False):
+            pass
+    assert not out.exists()
+
+
+def test_a_worker_out_of_room_empties_an_object_store_folder_and_says_where(tmp_path):
+    from memory_filesystem import MemoryFileSystem
+
+    store = MemoryFileSystem.objects
+    store.clear()
+    out = "memtest://bucket/runs/x"
+    store["memtest://bucket/runs/xy/keep"] = b"a neighbour"
+    with pytest.raises(SystemExit) as ended:
+        with claimed_output("prog", out, inputs={}, writes=[], overwrite=False, commit_record="manifest.json"):
+            store[f"{out}/evaluations/part-00000-of-00001.avro"] = b"written whole"
+            raise RuntimeError(f"Pipeline failed: ... OSError: [Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)} ...")
+    assert ended.value.code == ("prog: no space left on a worker's disk: nothing committed in memtest://bucket/runs/x, "
+                                "what this command wrote there is removed; free some space and run it again")
+    assert store == {"memtest://bucket/runs/xy/keep": b"a neighbour"}
+
+
+def test_a_full_disk_removes_nothing_from_a_folder_whose_contents_are_the_commands_own(tmp_path):
+    """The demo (keep_contents): it puts its earlier state back itself, and the user's files beside it stay."""
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's\n")
+    with pytest.raises(SystemExit) as ended:
+        with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False, keep_contents=True):
+            (out / "run1").mkdir()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert ended.value.code == f"prog: no space left on {out}; free some space and run it again"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "run1"]
+
+
+def test_a_full_disk_is_recognised_however_it_reaches_the_command():
+    from runners.no_space import no_space_left
+
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert no_space_left(full) == (True, None)
+    assert no_space_left(OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), "/data/out/x")) == (True, "/data/out/x")
+    try:  # Beam in-process: a RuntimeError raised while handling the OSError
+        try:
+            raise full
+        except OSError:
+            raise RuntimeError("OSError: [Errno 28] No space left on device [while running 'Write']")
+    except RuntimeError as beam_error:
+        assert no_space_left(beam_error) == (True, None)
+    relayed = RuntimeError(f"Pipeline failed:\n  ...\nOSError: [Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}\n")
+    assert no_space_left(relayed)[0]  # a worker's error, as text
+    looped = RuntimeError("a loop")
+    looped.__context__ = ValueError("no")
+    looped.__context__.__context__ = looped
+    assert no_space_left(looped) == (False, None)
+    assert no_space_left(OSError(errno.EACCES, "Permission denied")) == (False, None)
+
+
+def test_a_worker_falls_silent_at_its_first_report_of_a_full_disk():
+    """What a local worker (runners.warm_workers) does: Beam prints the failed bundle's traceback whatever
+    the logging setup, so the worker stops speaking once a full disk is reported; the runner says it."""
+    script = ("import logging, os, sys\n"
+              "sys.path.insert(0, %r)\n"
+              "from runners.no_space import fall_silent_when_out_of_space\n"
+              "logging.basicConfig()\n"
+              "fall_silent_when_out_of_space()\n"
+              "log = logging.getLogger('apache_beam.runners.common')\n"
+              "log.error('an ordinary failure')\n"
+              "try:\n"
+              "    raise OSError(28, os.strerror(28))\n"
+              "except OSError as error:\n"
+              "    log.exception(RuntimeError('OSError: [Errno 28] No space left on device [while running W]'))\n"
+              "print('a traceback Beam prints', file=sys.stderr)\n") % str(ROOT)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "ERROR:apache_beam.runners.common:an ordinary failure\n"
+
+
+def tmpfs_mountable(folder: Path) -> bool:
+    """Can this user mount a tmpfs in a mount namespace of its own (root, or user namespaces allowed)?"""
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize("command, extra", [("job", []), ("job", TWO_WORKERS), ("compare", []), ("export-batch", [])],
+                         ids=["job", "job-two-workers", "compare", "export-batch"])
+def test_a_full_tmpfs_is_one_line_and_leaves_nothing_written(request, tmp_path, command, extra):
+    """The issue's case on a real filesystem: a 3 MiB tmpfs with half of what the command writes left free."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if not tmpfs_mountable(mount):
+        pytest.skip("no tmpfs can be mounted here (unshare -rm mount -t tmpfs refused); "
+                    "test_a_disk_that_fills_up_is_one_line_and_leaves_nothing_written covers the same with ENOSPC injected")
+    argv, whole = full_disk_command(request, command)
+    free_kib = sum(-(-p.stat().st_size // 4096) for p in files_of(whole)) * 4 // 2  # tmpfs counts 4 KiB pages
+    done, left = on_a_full_disk(["tmpfs", str(mount), str(free_kib)], tmp_path / "left.json",
+                                [*argv(mount / "out"), *extra], wrap=["unshare", "-rm"])
+    assert done.returncode == 1, done.stderr[-3000:]
+    said = [line for line in _said(done.stderr) if not line.startswith(("INFO:", "WARNING:"))]
+    assert said == [no_space_said(command, mount / "out")], done.stderr[-3000:]
+    assert left == []

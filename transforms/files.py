@@ -356,6 +356,32 @@ def remove_temporary_entries(folder: str) -> list[str]:
     return removed
 
 
+def remove_entries(folder: str) -> list[str]:
+    """Remove every entry of ``folder`` but its lock file, each in place (a full disk may have no room for the
+    staging folder ``remove_folder_contents`` makes), never through a link; returns the names that could not
+    be removed. On an object store: every object under the folder's prefix."""
+    if not is_local(folder):
+        prefix = folder.rstrip("/") + "/"
+        inside = [path for path in list_files(folder) if path.startswith(prefix)]
+        try:
+            if inside:
+                FileSystems.delete(inside)
+        except Exception:  # noqa: BLE001 - BeamIOError naming what failed: what is still there is said
+            return sorted(path[len(prefix):] for path in list_files(folder) if path.startswith(prefix))
+        return []
+    left = []
+    for name in sorted(set(os.listdir(folder)) - {LOCK_NAME}):
+        path = os.path.join(folder, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)  # unlinks links, never follows them
+            else:
+                os.unlink(path)
+        except OSError:
+            left.append(name)
+    return left
+
+
 class FolderLockedError(OSError):
     """Another command holds a folder's lock."""
 
@@ -403,11 +429,16 @@ class FolderLock:
             if same:
                 break
             os.close(fd)  # the holder removed the file as we waited: lock the one now there
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{holder} (pid {os.getpid()})\n".encode("utf-8"))
+        lock = cls(path, fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{holder} (pid {os.getpid()})\n".encode("utf-8"))
+        except OSError:
+            lock.release()  # a full disk has no room for the holder's name: no lock file is left behind
+            raise
         stat = os.fstat(fd)
         cls._held.add((stat.st_dev, stat.st_ino))
-        return cls(path, fd)
+        return lock
 
     def release(self) -> None:
         stat = os.fstat(self.fd)

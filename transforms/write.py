@@ -73,8 +73,15 @@ def write_document(data: bytes, path: str) -> str:
     Written beside its place and then renamed, so a reader never sees half a document
     (a rename is atomic locally; on object stores the copy appears whole)."""
     staging = f"{path}.{uuid.uuid4().hex}.tmp"
-    with FileSystems.create(staging) as handle:
-        handle.write(data)
+    try:
+        with FileSystems.create(staging) as handle:
+            handle.write(data)
+    except BaseException:
+        try:
+            FileSystems.delete([staging])  # a full disk leaves no half document behind
+        except Exception:  # noqa: BLE001 - never created, or already gone: nothing to remove
+            pass
+        raise
     FileSystems.rename([staging], [path])
     return path
 
