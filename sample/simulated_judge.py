@@ -57,6 +57,18 @@ EXPLANATIONS = {
 }
 
 
+def with_rates(rates, pairs: Sequence[str], noun: str):
+    """``rates`` (a dataclass of probabilities) with ``NAME=P`` overrides; an unknown name stops the command."""
+    known = [f.name for f in fields(rates)]
+    values = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in known:
+            raise SystemExit(f"unknown {noun} {name!r}; known: {', '.join(known)}")
+        values[name] = float(value)
+    return replace(rates, **values)
+
+
 # --- planting ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +87,7 @@ class JudgeDefectRates:
         return any(getattr(self, f.name) for f in fields(self))
 
     def with_overrides(self, pairs: Sequence[str]) -> "JudgeDefectRates":
-        values = {}
-        for pair in pairs:
-            name, _, value = pair.partition("=")
-            if name not in {f.name for f in fields(self)}:
-                raise SystemExit(f"unknown judge defect {name!r}; known: {', '.join(f.name for f in fields(self))}")
-            values[name] = float(value)
-        return replace(self, **values)
+        return with_rates(self, pairs, "judge defect")
 
 
 def plant(family: str, response: dict, speakers: Sequence[str], rates: JudgeDefectRates,
@@ -153,13 +159,7 @@ class JudgeErrorRates:
     malformed: float = 0.01    # not JSON
 
     def with_overrides(self, pairs: Sequence[str]) -> "JudgeErrorRates":
-        values = {}
-        for pair in pairs:
-            name, _, value = pair.partition("=")
-            if name not in {f.name for f in fields(self)}:
-                raise SystemExit(f"unknown judge error rate {name!r}; known: {', '.join(f.name for f in fields(self))}")
-            values[name] = float(value)
-        return replace(self, **values)
+        return with_rates(self, pairs, "judge error rate")
 
 
 _RECORD_LINE = re.compile(r"^(\d+)\. (\{.*\})$", re.MULTILINE)
