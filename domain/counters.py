@@ -187,3 +187,26 @@ def judge_counts(counts: Mapping[str, int]) -> dict[str, dict[str, int]]:
 def shaped(kind: str) -> str:
     """Request lines written of one request kind (``retry``, ``refresh``)."""
     return f"{SHAPED}/{kind}"
+
+
+# export-batch's estimate (SPEC §6.4): "estimate/<kind>/<family>/<measure>" per exported line, where
+# measure is one of ESTIMATE_MEASURES. Counted from the lines written (after duplicates across
+# sources are dropped), so the estimate covers exactly the files.
+ESTIMATE_PREFIX = "estimate/"
+ESTIMATE_REQUESTS = "requests"
+ESTIMATE_INPUT_TOKENS = "input_tokens"
+ESTIMATE_MEASURES = (ESTIMATE_REQUESTS, ESTIMATE_INPUT_TOKENS)
+
+
+def estimate(kind: str, family: str, measure: str) -> str:
+    return f"{ESTIMATE_PREFIX}{kind}/{family}/{measure}"
+
+
+def estimates(counts: Mapping[str, int]) -> dict[str, dict[str, dict[str, int]]]:
+    """Kind -> family -> {measure: value} for every (kind, family) counted."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for key, value in counts.items():
+        if key.startswith(ESTIMATE_PREFIX):
+            kind, family, measure = key[len(ESTIMATE_PREFIX):].split("/")
+            found.setdefault(kind, {}).setdefault(family, dict.fromkeys(ESTIMATE_MEASURES, 0))[measure] = value
+    return found

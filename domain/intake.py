@@ -39,6 +39,7 @@ from domain.families.base import FamilySpec
 from domain.records import json_error_summary, shown_value
 from domain.revision import MAX_ATTEMPT_NUMBER
 from domain.source import Transcript, TranscriptError, parse_transcript
+from domain.usage import Usage, UsageError, parse_usage
 
 # The job's inputs (the names its dead letters and counters carry).
 INPUT_TRANSCRIPTS = "transcripts"
@@ -149,6 +150,9 @@ class Candidate(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tru
     # None when the producer did not record one (the attempt is then judged against the current
     # list). Optional: absent and null are the same.
     input_fingerprint: str | None = None
+    # What the provider billed for the attempt (SPEC §3.2, §6.4; ``domain.usage``); None when unknown.
+    # Optional: absent and null are the same. A malformed one makes the record a dead letter.
+    usage: Usage | None = None
     # The original record bytes, for dead letters: set after decoding, never read from a record
     # (a record's own "line" is an extra field, refused; one spelling its JSON name "__line__" is
     # overwritten, as the general path ignores it).
@@ -183,6 +187,8 @@ def _well_formed_candidate(line: bytes) -> Candidate | None:
         return None
     if not (cand.candidate_id.strip() and cand.family.strip() and cand.source_id.strip() and cand.chunk_id.strip()):
         return None
+    if cand.usage is not None and not cand.usage.consistent:  # a rule across fields: the general path names it
+        return None
     msgspec.structs.force_setattr(cand, "line", line)
     return cand
 
@@ -212,10 +218,14 @@ def _parse_candidate_record(line: bytes) -> Candidate:
     input_fingerprint = record.get("input_fingerprint")
     if input_fingerprint is not None and not isinstance(input_fingerprint, str):
         raise EnvelopeError("candidate field 'input_fingerprint' must be a string or null")
+    try:
+        usage = parse_usage(record.get("usage"))
+    except UsageError as exc:
+        raise EnvelopeError(f"candidate {exc}") from None
     return Candidate(
         record["candidate_id"], record["family"], record["source_id"], record["chunk_id"], attempt,
         Producer(producer["provider"], producer["model"]), record["prompt_fingerprint"],
-        record["schema_fingerprint"], record["raw_response"], record["received_at"], input_fingerprint, line,
+        record["schema_fingerprint"], record["raw_response"], record["received_at"], input_fingerprint, usage, line,
     )
 
 

@@ -32,6 +32,7 @@ from domain.assets import fingerprint, llm_schema_path, load_json_asset, read_as
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, quote_name
 from domain.model_safety import internal_tokens
+from domain.usage import UsageError, parse_usage
 
 VERDICT_PASS = "pass"
 VERDICT_FAIL = "fail"
@@ -220,9 +221,10 @@ def parse_verdict(line: bytes) -> VerdictRecord:
     producer = record.get("producer")
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise VerdictEnvelopeError("verdict field 'producer' must be an object with string 'provider' and 'model'")
-    usage = record.get("usage")
-    if usage is not None and not isinstance(usage, dict):
-        raise VerdictEnvelopeError("verdict field 'usage' must be an object or null")
+    try:
+        parse_usage(record.get("usage"))  # checked as a candidate's is (SPEC §3.2); not used by the job
+    except UsageError as exc:
+        raise VerdictEnvelopeError(f"verdict {exc}") from None
     return VerdictRecord(record["verdict_id"], record["request_id"], record["judge"], record["judge_fingerprint"],
                          record["candidate_id"], record["candidate_sha256"], producer["provider"], producer["model"],
                          record["raw_response"], record["received_at"], line)

@@ -10,7 +10,9 @@ files that stay within the provider's per-file limits. Beside every
 ``requests-NNNNN-of-MMMMM.jsonl`` lies its ``.index.jsonl``: line number ->
 request id, slot, attempt and fingerprints, which ``import-batch`` reads back.
 ``export_manifest.json`` proves that every retry request read was exported,
-dead-lettered (``dead_letters/``) or filtered.
+dead-lettered (``dead_letters/``) or filtered, and states what the batch is
+expected to cost (``estimate``: tokens by one documented rule, money with
+``--prices``; SPEC §6.4).
 
 The job's own flags are parsed here with argparse, and everything else goes
 to Beam, so these flags never collide with another job's PipelineOptions.
@@ -33,6 +35,8 @@ from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input
 from domain.batch.export import (
     INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
+from domain.batch.estimate import estimate_counts, estimate_summary, unpriced_line
+from domain.batch.prices import PricesError, parse_prices
 from domain.batch.providers import PROVIDERS, RequestSettings
 from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
@@ -89,6 +93,9 @@ EXPORT_OPTIONS: tuple[JobOption, ...] = (
                                     "others are filtered.", existing_file=True),
     JobOption("--max-record-bytes", "Larger input records become dead letters (default 8 MiB).",
               default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
+    JobOption("--prices", "Your prices (JSON, docs/batch.md): the estimate then states money, batch discount "
+                          "taken off. None are built in; a model the file lacks is named and its cost left unknown.",
+              existing_file=True),
 )
 DESCRIPTION = __doc__.split("\n\n")[0]
 
@@ -253,16 +260,20 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         "temperature": args.temperature, "max_lines_per_file": max_lines, "max_bytes_per_file": max_bytes,
         "families": sorted(families) if families else None, "only_request_ids": args.only_request_ids,
         "max_record_bytes": args.max_record_bytes,
-        "registries": registries, "kinds": args.kinds, "candidates": judged,
+        "registries": registries, "kinds": args.kinds, "candidates": judged, "prices": args.prices,
     }
     manifest_path = join_path(args.output, MANIFEST)
+    # What the written lines are expected to cost: counted from the lines kept, one dict per line.
+    estimates = unique.rows | "EstimateCounts" >> beam.Map(lambda row: estimate_counts(row["index"]))
+    prices = getattr(args, "price_table", None)
     (
-        (shaped[COUNTS], unique.counts)
+        (shaped[COUNTS], unique.counts, estimates)
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(
             lambda counts, written: write_json_document(
-                build_export_manifest(counts, written, options=options, runner=runner_name), manifest_path),
+                build_export_manifest(counts, written, options=options, runner=runner_name, prices=prices),
+                manifest_path),
             written=beam.pvalue.AsSingleton(files))
     )
 
@@ -305,6 +316,17 @@ def _preflight(args: argparse.Namespace) -> None:
     if judged is not None:
         required_files("--candidates", judged)
     args.request_ids = read_request_ids(args.only_request_ids) if args.only_request_ids else None
+    args.price_table = read_prices(args.prices) if args.prices else None
+
+
+def read_prices(path: str):
+    """The operator's price table; OptionsError (one line, nothing written) when the file is not one."""
+    with FileSystems.open(path) as handle:
+        data = handle.read()
+    try:
+        return parse_prices(data)
+    except PricesError as exc:
+        raise OptionsError(f"--prices {path!r}: {exc}") from None
 
 
 def _writes() -> list[str]:
@@ -321,7 +343,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     standard = options.view_as(StandardOptions)
     inputs = {"--retry-requests": retry_requests_glob(args), "--transcripts": args.transcripts,
               "--registries": registries_glob(args), "--only-request-ids": args.only_request_ids,
-              "--candidates": judged_candidates_glob(args)}
+              "--candidates": judged_candidates_glob(args), "--prices": args.prices}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST], commit_record=MANIFEST) as folder:
         args.output = folder
@@ -348,11 +370,15 @@ def format_summary(manifest: dict) -> str:
     if manifest["stale"]:
         lines.append(f"{manifest['stale']} request(s) were built under older prompt or schema fingerprints; "
                      "they are sent with the current prompt and schema")
+    lines.append(estimate_summary(manifest["estimate"]))
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     manifest = run(argv)
+    unpriced = unpriced_line(manifest["estimate"])
+    if unpriced:
+        print(f"{PROG}: {unpriced}", file=sys.stderr)
     print(format_summary(manifest))
     return 0 if manifest["conservation"]["holds"] else 2
 

@@ -4,11 +4,14 @@
 Writes under ``--output``:
 
 - ``candidates.jsonl``: one raw model-candidate record (SPEC §3.2) per answered
-  request, ready to be added to the archive for the next run of the job;
+  request, ready to be added to the archive for the next run of the job, with
+  the usage the provider billed for it (``usage``, null when it said none);
+- ``verdicts.jsonl``: the same for judge requests: verdict records (SPEC §3.3);
 - ``ledger.jsonl``: every result line, byte for byte, with what it was;
 - ``import_manifest.json``: every exported request classified (imported,
-  errored, expired, canceled, missing), the ids of all not imported, and the
-  conservation check;
+  errored, expired, canceled, missing), the ids of all not imported, the
+  conservation check, and the billed tokens per request kind and family beside
+  the export's estimate (``usage``, SPEC §6.4);
 - ``not_imported.txt``: those ids, one per line, for ``export-batch
   --only-request-ids`` to resubmit exactly them.
 
@@ -250,8 +253,27 @@ def format_summary(manifest: dict) -> str:
         f"candidates: {manifest['outputs']['candidates']} ({manifest['candidates_written']}); verdicts: "
         f"{manifest['outputs']['verdicts']} ({manifest['verdicts_written']}); to resubmit: {manifest['outputs']['not_imported']} "
         f"({sum(len(v) for v in manifest['not_imported'].values())} ids)",
+        usage_summary(manifest["usage"]),
     ]
     return "\n".join(lines)
+
+
+def usage_summary(usage: dict) -> str:
+    """The summary's line about what the answers were billed, and how far off the export's estimate was."""
+    total, calibration = usage["total"], usage["calibration"]
+    if total["with_usage"] and total["cached_unknown"] == total["with_usage"]:
+        cached = "cached ones not said"
+    else:
+        cached = f"{total['cached_input_tokens']:,} cached" + (
+            f"; {total['cached_unknown']} answer(s) did not say how many" if total["cached_unknown"] else "")
+    line = (f"billed: {total['input_tokens']:,} input tokens ({cached}), {total['output_tokens']:,} output tokens "
+            f"for {total['with_usage']} of {total['answers']} answers")
+    if total["without_usage"]:
+        line += f" ({total['without_usage']} without usage: unknown, not zero)"
+    if calibration["billed_per_estimated"] is not None:
+        line += (f"; billed / estimated input tokens for {calibration['provider']}: {calibration['billed_per_estimated']}"
+                 f" over {calibration['answers']} answers")
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -143,7 +143,7 @@ def test_the_export_manifest_counts_lines_per_kind(run1):
     requests = [orjson.dumps(r) for r in run1.retry_requests]
     _, _, counts = export_source(SOURCE, [TRANSCRIPT], requests, config(), registry_lines(run1))
     manifest = build_export_manifest({**counts, "retry_requests_in": 2}, [{"requests_file": "f", "lines": 2}],
-                                     options={"provider": "openai-chat", "model": "m"}, runner="test")
+                                     options={"provider": "openai-chat", "model": "m", "max_output_tokens": 100}, runner="test")
     assert manifest["exported_by_kind"] == {"retry": 1, "refresh": 1, "judge": 0}
     assert manifest["conservation"]["holds"] and manifest["inputs"]["registry_artifacts_used"] == 2
 

@@ -47,8 +47,24 @@ ODD_ATTEMPTS = [b"0", b"-1", b"-0", str(MAX_ATTEMPT_NUMBER).encode(), str(MAX_AT
 ODD_PRODUCERS = [b'{"provider": "p", "model": "m", "temperature": 0}', b'{"model": "m"}', b'{"provider": 1, "model": "m"}',
                  b'{"provider": "p", "model": "m", "model": "n"}', b'{"provider": "p", "model": 5, "model": "n"}',
                  b'{"provider": "p", "model": "m", "x": 1e999}', b'[]', b'null', b'{"provider": "", "model": ""}']
+# Billed usage (SPEC 3.2): well formed, out of range, mistyped, inconsistent, with keys twice or extra.
+GOOD_USAGE = b'{"input_tokens": 12, "output_tokens": 3, "cached_input_tokens": 4, "batch": true}'
+WITHOUT_CACHED = b'{"input_tokens": 12, "output_tokens": 3, "batch": false}'
+CACHED_NULL = b'{"input_tokens": 12, "output_tokens": 3, "cached_input_tokens": null, "batch": true}'
+ODD_USAGES = [GOOD_USAGE, WITHOUT_CACHED, CACHED_NULL, b"null", b"{}", b"[]", b"0",
+              b'{"input_tokens": -1, "output_tokens": 3, "batch": true}',
+              b'{"input_tokens": 12, "output_tokens": 3.0, "batch": true}',
+              b'{"input_tokens": 12, "output_tokens": 3, "batch": 1}',
+              b'{"input_tokens": 12, "output_tokens": 3, "cached_input_tokens": 13, "batch": true}',
+              b'{"input_tokens": 9223372036854775807, "output_tokens": 0, "batch": true}',
+              b'{"input_tokens": 9223372036854775808, "output_tokens": 0, "batch": true}',
+              b'{"input_tokens": ' + b"9" * 400 + b', "input_tokens": 12, "output_tokens": 3, "batch": true}',
+              b'{"input_tokens": 1e999, "input_tokens": 12, "output_tokens": 3, "batch": true}',
+              b'{"input_tokens": 12, "output_tokens": 3, "batch": true, "total_tokens": 15}',
+              b'{"input_tokens": 12, "output_tokens": 3, "batch": true, "x": 1e999}',
+              b'{"input_tokens": 12, "output_tokens": 3, "batch": true, "batch": "no"}']
 
-odd_values = st.sampled_from([*ORJSON_REJECTS, *WRONG_TYPES, *ODD_STRINGS, *ODD_ATTEMPTS, *ODD_PRODUCERS])
+odd_values = st.sampled_from([*ORJSON_REJECTS, *WRONG_TYPES, *ODD_STRINGS, *ODD_ATTEMPTS, *ODD_PRODUCERS, *ODD_USAGES])
 texts = st.one_of(st.text(max_size=6).map(orjson.dumps), st.sampled_from(ODD_STRINGS))
 
 
@@ -59,6 +75,8 @@ def envelope_fields(draw):
     fields.append(("attempt", str(draw(st.integers(1, 4))).encode()))
     producer = b'{"provider": ' + draw(texts) + b', "model": ' + draw(texts) + b"}"
     fields.append(("producer", producer))
+    if draw(st.booleans()):  # optional: a billed usage (or null)
+        fields.append(("usage", draw(st.sampled_from([GOOD_USAGE, WITHOUT_CACHED, CACHED_NULL, b"null"]))))
     return fields
 
 
@@ -116,6 +134,7 @@ def with_field(text: bytes) -> bytes:
     *(with_field(b'"extra": ' + value) for value in ORJSON_REJECTS),
     *(with_field(b'"attempt": ' + value) for value in ODD_ATTEMPTS),
     *(with_field(b'"producer": ' + value) for value in ODD_PRODUCERS),
+    *(with_field(b'"usage": ' + value) for value in ODD_USAGES),
     # A repeated key whose first value orjson refuses and msgspec could read:
     *(GOOD.replace(b'"attempt": 1', b'"attempt": ' + value + b', "attempt": 1') for value in (b"9" * 400, b"1e999")),
     GOOD.replace(b'"family": "spells"', b'"family": "\\ud800", "family": "spells"'),

@@ -38,7 +38,7 @@ ANSWER_TEXT = '{"spells": []}'
 RECEIVED_AT = "2026-02-03T04:05:06Z"
 UTF8_BOM = b"\xef\xbb\xbf"
 ROW_KEYS = {"file", "line_number", "outcome", "request_id", "stop_reason", "http_status", "error", "candidate_id",
-            "response_model", "received_at_problem", "line", "line_encoding"}
+            "response_model", "received_at_problem", "usage_problem", "line", "line_encoding"}
 
 
 # --- a hand-written export and the provider's answers -------------------------------------
@@ -390,7 +390,8 @@ def hostile_lines(draw, provider_name: str) -> bytes:
 def check_row(row: dict, file: str, number: int) -> None:
     assert set(row) == ROW_KEYS and row["outcome"] in LINE_OUTCOMES
     assert (row["file"], row["line_number"]) == (file, number)
-    for name in ("request_id", "stop_reason", "error", "candidate_id", "response_model", "received_at_problem"):
+    for name in ("request_id", "stop_reason", "error", "candidate_id", "response_model", "received_at_problem",
+                 "usage_problem"):
         assert row[name] is None or isinstance(row[name], str), name
     assert row["http_status"] is None or type(row["http_status"]) is int
     assert isinstance(row["line"], str) and row["line_encoding"] in ("utf-8", "base64")
@@ -414,6 +415,9 @@ def test_fuzz_no_result_line_crashes_the_ledger(provider_name):
                 candidates.append(candidate)
                 parsed = parse_candidate(orjson.dumps(candidate))  # the job takes every candidate as an envelope
                 assert parsed.attempt == 2 and isinstance(parsed.received_at, str)
+                # A usage that could not be read is null (and says why), never zeros or half a usage.
+                assert parsed.usage is None or parsed.usage.batch
+                assert not row["usage_problem"] or candidate["usage"] is None
                 if row["received_at_problem"]:
                     assert candidate["received_at"] == RECEIVED_AT
                 else:
@@ -424,6 +428,11 @@ def test_fuzz_no_result_line_crashes_the_ledger(provider_name):
         assert conservation["exported"] == len(RIDS) == sum(summary["requests"].values())
         assert sum(summary["result_lines"].values()) == len(fed)  # every non-blank line, exactly one row
         assert len(candidates) == summary["requests"]["imported"]
+        billed = [c["usage"] for c in candidates if c["usage"] is not None]
+        total = summary["usage"]["total"]
+        assert (total["answers"], total["with_usage"]) == (len(candidates), len(billed))
+        assert total["input_tokens"] == sum(u["input_tokens"] for u in billed)
+        assert total["output_tokens"] == sum(u["output_tokens"] for u in billed)
 
     run()
 

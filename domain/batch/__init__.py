@@ -6,5 +6,7 @@ result lines back in as raw model candidates (SPEC §3.2). Pure Python, no Beam.
 - ``providers``: one small class per provider: request line, result parsing, limits.
 - ``export``: the per-source step of the export job and the file plan.
 - ``ledger``: the import's accounting: every exported request classified, every
-  result line kept byte for byte.
+  result line kept byte for byte, every answer's billed usage totalled.
+- ``estimate``: what a batch is expected to cost before it is sent (one documented rule).
+- ``prices``: the operator's prices file, and what tokens cost at those prices.
 """

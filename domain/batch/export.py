@@ -27,6 +27,8 @@ import orjson
 
 from domain import counters as c
 from domain.assets import current_fingerprints, llm_schema_path, load_json_asset
+from domain.batch.estimate import estimate_block, estimated_input_tokens
+from domain.batch.prices import PriceTable
 from domain.batch.prompts import (RetryRequest, RetryRequestError, build_judge_prompt, build_prompt, judge_of,
                                   parse_retry_request)
 from domain.batch.providers import PROVIDERS, Provider, RequestSettings
@@ -208,6 +210,9 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
         # Reconciliations: the entry list the line shows (the request's own, checked); import-batch
         # copies it onto the answer's candidate. None for every other family.
         "input_fingerprint": prompt.input_fingerprint,
+        # SPEC 6.4: the rule's estimate of the line's input tokens (domain.batch.estimate); import-batch
+        # puts the billed count beside it.
+        "estimated_input_tokens": estimated_input_tokens(prompt, schema),
     }
     if judge is not None:  # what import-batch copies onto the verdict record (SPEC §3.3)
         index.update({"judge": judge.name, "judge_fingerprint": judge.fingerprint(),
@@ -265,7 +270,7 @@ def file_contents(rows: Sequence[dict]) -> tuple[bytes, bytes]:
 
 
 def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str, Any]], *,
-                          options: Mapping[str, Any], runner: str) -> dict:
+                          options: Mapping[str, Any], runner: str, prices: PriceTable | None = None) -> dict:
     def n(name: str) -> int:
         return int(counts.get(name, 0))
 
@@ -289,6 +294,9 @@ def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str
         "conservation": {"retry_requests_in": requests_in, "exported": exported, "dead_letters": dead,
                          "filtered": filtered, "holds": requests_in == exported + dead + filtered},
         "fingerprints": {f: dict(zip(("prompt", "llm_schema"), current_fingerprints(f))) for f in families},
+        "estimate": estimate_block(counts, provider=options["provider"], model=options["model"],
+                                   max_output_tokens=options["max_output_tokens"], prices=prices,
+                                   prices_file=options.get("prices")),
         "options": dict(options),
         "runner": runner,
     }

@@ -18,6 +18,11 @@ fallback and the row says why; the unreadable rest of a file (cut or corrupt
 compression) is one ``unreadable`` row, and the summary then does not claim
 conservation, since the lines it held are unknown.
 
+Each imported answer carries what the provider billed for it (``usage``, SPEC §6.4;
+null when the line says nothing, or nothing readable: never zeros), and the summary
+totals it per request kind and family, beside the export's estimate of the same
+requests' input tokens (``estimated_input_tokens`` in the export index).
+
 The ledger and the candidates are deterministic: they follow the result files
 in the order given (the caller sorts paths) and the lines in file order, and
 candidate ids are digests of what was read.
@@ -37,6 +42,7 @@ from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
 from domain.records import shown_value
 from domain.revision import KIND_JUDGE, KIND_RETRY, MAX_ATTEMPT_NUMBER, REQUEST_KINDS
+from domain.usage import Usage, is_token_count
 
 IMPORTED = "imported"
 MISSING = "missing"
@@ -85,6 +91,9 @@ class ExportedRequest:
     candidate_sha256: str | None = None
     judge: str | None = None
     judge_fingerprint: str | None = None
+    # The export's estimate of the line's input tokens (docs/batch.md, "The estimate"); None in
+    # indexes written before estimates existed.
+    estimated_input_tokens: int | None = None
 
 
 def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
@@ -112,6 +121,9 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
     input_fingerprint = row.get("input_fingerprint")
     if input_fingerprint is not None and not isinstance(input_fingerprint, str):
         raise ExportIndexError(f"{where}: index input_fingerprint {shown_value(input_fingerprint)} is not a string")
+    estimated = row.get("estimated_input_tokens")
+    if estimated is not None and not is_token_count(estimated):
+        raise ExportIndexError(f"{where}: index estimated_input_tokens {shown_value(estimated)} is not a token count")
     judging: dict[str, str | None] = {}
     if kind == KIND_JUDGE:
         for name, index_name in (("judged_candidate_id", "replaces_candidate_id"), ("candidate_sha256", "candidate_sha256"),
@@ -122,7 +134,7 @@ def parse_index_row(raw: bytes, where: str) -> ExportedRequest:
                                        "string")
             judging[name] = value
     return ExportedRequest(**values, content_key=content_key, kind=kind, input_fingerprint=input_fingerprint,
-                           **judging)
+                           estimated_input_tokens=estimated, **judging)
 
 
 def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) -> str:
@@ -144,6 +156,7 @@ def candidate_record(provider: Provider, request: ExportedRequest, outcome: Resu
         "prompt_fingerprint": request.prompt_fingerprint, "schema_fingerprint": request.schema_fingerprint,
         "raw_response": outcome.text if outcome.text is not None else "",
         "received_at": outcome.received_at or received_at,
+        "usage": _usage_field(outcome),
     }
     if request.input_fingerprint is not None:
         record["input_fingerprint"] = request.input_fingerprint
@@ -162,8 +175,14 @@ def verdict_record(provider: Provider, request: ExportedRequest, outcome: Result
         "producer": {"provider": provider.producer, "model": request.model},
         "raw_response": outcome.text if outcome.text is not None else "",
         "received_at": outcome.received_at or received_at,
-        "usage": None,
+        "usage": _usage_field(outcome),
     }
+
+
+def _usage_field(outcome: ResultOutcome) -> dict | None:
+    """The record's ``usage``: what the provider billed, as ``domain.usage`` shapes it; null
+    when the line said nothing readable (an unknown is never written as zero)."""
+    return outcome.usage.as_record() if outcome.usage is not None else None
 
 
 def is_verdict_record(record: Mapping[str, Any]) -> bool:
@@ -200,6 +219,8 @@ class ImportLedger:
         self.lines: Counter[str] = Counter()
         self.unreadable_files: list[str] = []
         self.received_at_unreadable = 0  # candidates whose line had a time that could not be read
+        self.usage: dict[str, Usage | None] = {}  # per imported request: what its answer billed
+        self.usage_unreadable = 0  # imported answers whose line had a usage that could not be read
 
     def add(self, file: str, line_number: int, raw: bytes) -> tuple[dict, dict | None]:
         """(ledger row, candidate record or None) for one result line."""
@@ -222,6 +243,8 @@ class ImportLedger:
             build = verdict_record if request.kind == KIND_JUDGE else candidate_record
             candidate = build(self.provider, request, outcome, raw, self.received_at)
             self.received_at_unreadable += outcome.received_at_problem is not None
+            self.usage[request.request_id] = outcome.usage
+            self.usage_unreadable += outcome.usage_problem is not None
         self.lines[kind] += 1
         text, encoding = _line_text(raw)
         row = _ledger_row(file, line_number, kind, text, encoding,
@@ -231,7 +254,8 @@ class ImportLedger:
                           error=(outcome.error if outcome else None) or reason,
                           candidate_id=(candidate.get("verdict_id") or candidate["candidate_id"]) if candidate else None,
                           response_model=outcome.response_model if outcome else None,
-                          received_at_problem=outcome.received_at_problem if outcome else None)
+                          received_at_problem=outcome.received_at_problem if outcome else None,
+                          usage_problem=outcome.usage_problem if outcome else None)
         return row, candidate
 
     def add_unreadable_rest(self, file: str, line_number: int, reason: str) -> dict:
@@ -282,18 +306,57 @@ class ImportLedger:
                                  "records_may_be_missing": bool(unreadable)},
             "conservation": {**per_class, "exported": len(classes),
                              "holds": len(classes) == sum(per_class.values()) and not unreadable},
+            "usage": self.usage_summary(),
+        }
+
+    def usage_summary(self) -> dict[str, Any]:
+        """Billed tokens of the imported answers, per request kind and family and in total, each
+        beside the export's estimate of the same requests' input tokens (SPEC §6.4)."""
+        cells: dict[str, dict[str, list]] = {kind: {} for kind in REQUEST_KINDS}
+        for request_id in sorted(self.usage):
+            request = self.requests[request_id]
+            cells[request.kind].setdefault(request.family, []).append(
+                (self.usage[request_id], request.estimated_input_tokens))
+        total = _usage_cell([answer for families in cells.values() for answers in families.values() for answer in answers])
+        return {
+            "by_kind": {kind: {family: _usage_cell(answers) for family, answers in sorted(families.items())}
+                        for kind, families in cells.items()},
+            "total": total,
+            "usage_unreadable": self.usage_unreadable,
+            # How far off the export's rule was for this provider: billed / estimated input tokens.
+            "calibration": {"provider": self.provider.name, **total["estimate"]},
         }
 
 
 def _ledger_row(file: str, line_number: int, outcome: str, line: str, line_encoding: str, *,
                 request_id: str | None = None, stop_reason: str | None = None, http_status: int | None = None,
                 error: str | None = None, candidate_id: str | None = None, response_model: str | None = None,
-                received_at_problem: str | None = None) -> dict:
+                received_at_problem: str | None = None, usage_problem: str | None = None) -> dict:
     return {
         "file": file, "line_number": line_number, "outcome": outcome, "request_id": request_id,
         "stop_reason": stop_reason, "http_status": http_status, "error": error, "candidate_id": candidate_id,
-        "response_model": response_model, "received_at_problem": received_at_problem,
+        "response_model": response_model, "received_at_problem": received_at_problem, "usage_problem": usage_problem,
         "line": line, "line_encoding": line_encoding,
+    }
+
+
+def _usage_cell(answers: Sequence[tuple[Usage | None, int | None]]) -> dict[str, Any]:
+    """Billed tokens of some imported answers ((usage or None, estimated input tokens or None) each).
+    Cached input tokens are added up where the provider said them (``cached_unknown`` counts the
+    answers where it did not); the estimate is compared over the answers that have both."""
+    billed = [usage for usage, _ in answers if usage is not None]
+    compared = [(usage.input_tokens, estimated) for usage, estimated in answers
+                if usage is not None and estimated is not None]
+    billed_input, estimated_input = sum(b for b, _ in compared), sum(e for _, e in compared)
+    return {
+        "answers": len(answers), "with_usage": len(billed), "without_usage": len(answers) - len(billed),
+        "input_tokens": sum(u.input_tokens for u in billed),
+        "cached_input_tokens": sum(u.cached_input_tokens for u in billed if u.cached_input_tokens is not None),
+        "cached_unknown": sum(u.cached_input_tokens is None for u in billed),
+        "output_tokens": sum(u.output_tokens for u in billed),
+        "estimate": {"answers": len(compared), "billed_input_tokens": billed_input,
+                     "estimated_input_tokens": estimated_input,
+                     "billed_per_estimated": round(billed_input / estimated_input, 4) if estimated_input else None},
     }
 
 

@@ -18,6 +18,9 @@ and google-genai packages):
   echoes the request next to ``response``, ``status`` and ``processed_time``, so
   the request carries its id in ``labels`` (never shown to the model) and the
   export keeps a line-to-id index beside the file.
+
+Every answered line's billed usage is read into one shape (``domain.usage``);
+each provider's fields are mapped below, above ``Provider``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import orjson
 
@@ -34,6 +37,7 @@ from domain.batch.prompts import ModelPrompt
 from domain.batch.schemas import anthropic_problems, gemini_problems, openai_strict_problems, provider_schema, to_gemini_schema
 from domain.intake import received_instant
 from domain.records import shown_value
+from domain.usage import Usage, is_token_count
 
 # One id that every provider accepts (OpenAI and Anthropic custom_id, Gemini key).
 WIRE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -75,6 +79,8 @@ class ResultOutcome:
     response_model: str | None = None
     content_key: str | None = None
     received_at_problem: str | None = None  # why the line's own time was not used, when it had one
+    usage: Usage | None = None  # what the provider billed for the answer (SPEC §6.4); None when it did not say
+    usage_problem: str | None = None  # why the line's usage was not read, when it had one
 
     def __post_init__(self) -> None:
         # A result line holds whatever JSON it holds; the ledger's columns keep one type each
@@ -149,6 +155,96 @@ def _short(value: Any, limit: int = 300) -> str:
 
 def _malformed(wire_id: str, exc: Exception) -> ResultOutcome:
     return ResultOutcome(wire_id, ERRORED, error=f"unrecognised result shape ({type(exc).__name__}: {_short(str(exc), 120)})")
+
+
+# --- billed usage (SPEC §3.2 ``usage``, §6.4) ------------------------------------------------
+#
+# Each provider reports usage its own way; the candidate's ``usage`` has one meaning
+# (``domain.usage``): every prompt token, the part of them read from a cache, every generated
+# token. Where a provider splits a count, the parts are added up (documented in docs/batch.md).
+# A usage that cannot be read never costs the answer: the answer is imported with usage null and
+# the ledger row says why (``usage_problem``).
+
+Billed = tuple[Usage | None, str | None]
+
+
+def _field(container: Any, path: str) -> Any:
+    """``container``'s value at a dotted path; None where any step is absent or not an object."""
+    value = container
+    for key in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _billed(container: Any, where: str, inputs: Sequence[str], outputs: Sequence[str], cached: str, *,
+            required: Sequence[str], cached_absent_is_zero: bool = False) -> Billed:
+    """The usage object at ``where`` in ``container`` read into one :class:`Usage` (batch: true).
+
+    ``inputs`` and ``outputs``: the counts added up into input and output tokens (an absent one
+    is 0, except those ``required``); ``cached``: the cached part of the input (absent: unknown,
+    or 0 where the provider omits zero counts). (None, None) when there is no usage object.
+    """
+    usage = _field(container, where)
+    if usage is None:
+        return None, None
+    if not isinstance(usage, dict):
+        return None, f"{where} {shown_value(usage)} is not an object"
+    for name in (*inputs, *outputs, cached):
+        parent = name.rpartition(".")[0]
+        details = _field(usage, parent) if parent else None
+        if details is not None and not isinstance(details, dict):
+            return None, f"{where}.{parent} {shown_value(details)} is not an object"
+        value = _field(usage, name)
+        if value is None and name in required:
+            return None, f"{where}.{name} is missing"
+        if value is not None and not is_token_count(value):
+            return None, f"{where}.{name} {shown_value(value)} is not a token count"
+    input_tokens = sum(_field(usage, name) or 0 for name in inputs)
+    output_tokens = sum(_field(usage, name) or 0 for name in outputs)
+    cached_tokens = _field(usage, cached)
+    if cached_tokens is None and cached_absent_is_zero:
+        cached_tokens = 0
+    if not (is_token_count(input_tokens) and is_token_count(output_tokens)):
+        return None, f"{where}: the counts add up to more than a token count holds"
+    billed = Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached_tokens, batch=True)
+    if not billed.consistent:
+        return None, f"{where}: {cached_tokens} cached input tokens of only {input_tokens} input tokens"
+    return billed, None
+
+
+def openai_chat_usage(body: Any) -> Billed:
+    """Chat Completions ``usage`` (openai ``CompletionUsage``): ``prompt_tokens`` (cached ones
+    included), ``completion_tokens`` (reasoning included), ``prompt_tokens_details.cached_tokens``."""
+    return _billed(body, "usage", ("prompt_tokens",), ("completion_tokens",), "prompt_tokens_details.cached_tokens",
+                   required=("prompt_tokens", "completion_tokens"))
+
+
+def openai_responses_usage(body: Any) -> Billed:
+    """Responses ``usage`` (openai ``ResponseUsage``): ``input_tokens`` (cached ones included),
+    ``output_tokens`` (reasoning included), ``input_tokens_details.cached_tokens``."""
+    return _billed(body, "usage", ("input_tokens",), ("output_tokens",), "input_tokens_details.cached_tokens",
+                   required=("input_tokens", "output_tokens"))
+
+
+def anthropic_usage(message: Any) -> Billed:
+    """Messages ``usage`` (anthropic ``Usage``): ``input_tokens`` counts only the prompt tokens
+    after the last cache breakpoint, so the prompt is ``input_tokens + cache_creation_input_tokens
+    + cache_read_input_tokens``, of which ``cache_read_input_tokens`` were read from the cache."""
+    return _billed(message, "usage", ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+                   ("output_tokens",), "cache_read_input_tokens", required=("input_tokens", "output_tokens"))
+
+
+def gemini_usage(response: Any) -> Billed:
+    """Gemini and Vertex ``usageMetadata`` (google-genai ``GenerateContentResponseUsageMetadata``):
+    ``promptTokenCount`` (cached content included) plus ``toolUsePromptTokenCount``;
+    ``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output);
+    ``cachedContentTokenCount``. The JSON omits a count that is zero (proto3), so an absent count
+    is 0; a usage without ``promptTokenCount`` is no usage."""
+    return _billed(response, "usageMetadata", ("promptTokenCount", "toolUsePromptTokenCount"),
+                   ("candidatesTokenCount", "thoughtsTokenCount"), "cachedContentTokenCount",
+                   required=("promptTokenCount",), cached_absent_is_zero=True)
 
 
 class Provider:
@@ -258,8 +354,10 @@ class OpenAIChat(_OpenAIBatch):
         else:
             ending, stop = (TRUNCATED if finish == "length" else COMPLETE), finish
         received_at, time_problem = unix_time_field(body, "created")
+        usage, usage_problem = openai_chat_usage(body)
         return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop, http_status=http_status,
-                             received_at=received_at, received_at_problem=time_problem, response_model=body.get("model"))
+                             received_at=received_at, received_at_problem=time_problem, response_model=body.get("model"),
+                             usage=usage, usage_problem=usage_problem)
 
 
 class OpenAIResponses(_OpenAIBatch):
@@ -298,9 +396,11 @@ class OpenAIResponses(_OpenAIBatch):
         else:
             ending, stop = (TRUNCATED if reason == "max_output_tokens" else COMPLETE), reason or status
         received_at, time_problem = unix_time_field(body, "created_at")
+        usage, usage_problem = openai_responses_usage(body)
         return ResultOutcome(wire_id, ANSWERED, text="".join(texts) if texts else "".join(refusals), ending=ending,
                              stop_reason=stop, http_status=http_status, received_at=received_at,
-                             received_at_problem=time_problem, response_model=body.get("model"))
+                             received_at_problem=time_problem, response_model=body.get("model"),
+                             usage=usage, usage_problem=usage_problem)
 
 
 # --- Anthropic --------------------------------------------------------------------------
@@ -345,8 +445,9 @@ class Anthropic(Provider):
             stop = message.get("stop_reason")
             truncated = stop in ("max_tokens", "model_context_window_exceeded")
             ending = REFUSED if stop == "refusal" else TRUNCATED if truncated else COMPLETE
+            usage, usage_problem = anthropic_usage(message)
             return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=stop,
-                                 response_model=message.get("model"))
+                                 response_model=message.get("model"), usage=usage, usage_problem=usage_problem)
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             return _malformed(wire_id, exc)
 
@@ -373,10 +474,11 @@ def _gemini_answer(wire_id: str | None, response: Any, **extra) -> ResultOutcome
     feedback = response.get("promptFeedback") or {}
     candidates = response.get("candidates") or []
     model = response.get("modelVersion")
+    usage, usage_problem = gemini_usage(response)
     if not candidates:
         if feedback.get("blockReason"):  # the prompt itself was blocked: nothing was generated
             return ResultOutcome(wire_id, ANSWERED, text="", ending=REFUSED, stop_reason=f"blockReason:{feedback['blockReason']}",
-                                 response_model=model, **extra)
+                                 response_model=model, usage=usage, usage_problem=usage_problem, **extra)
         return ResultOutcome(wire_id, ERRORED, error="response has no candidates", **extra)
     candidate = candidates[0]
     parts = (candidate.get("content") or {}).get("parts") or []
@@ -388,7 +490,8 @@ def _gemini_answer(wire_id: str | None, response: Any, **extra) -> ResultOutcome
         created, created_problem = rfc3339_field(response, "createTime")
         extra["received_at"] = created
         extra["received_at_problem"] = None if created else extra.get("received_at_problem") or created_problem
-    return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=finish, response_model=model, **extra)
+    return ResultOutcome(wire_id, ANSWERED, text=text, ending=ending, stop_reason=finish, response_model=model,
+                         usage=usage, usage_problem=usage_problem, **extra)
 
 
 class _Google(Provider):
