@@ -38,7 +38,6 @@ COMMANDS = {
     "import-batch": Command("pipelines.batch_import", "turn provider batch result files into the next run's "
                             "candidates (and judge verdicts)"),
 }
-SUBCOMMANDS = {name: command.module for name, command in COMMANDS.items()}
 
 OVERVIEW = f"""\
 usage: {PROG} [COMMAND] [OPTIONS]
