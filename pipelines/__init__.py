@@ -9,7 +9,13 @@ passes):
 - every job-server run (Flink, the portable runner) logs "Really starting service"
   and, at exit, "Really destroying service" at WARNING: routine start and stop, not
   a problem. A service that fails says so through the runner's error.
+
+A command started by a Python without Beam (``python3 -m pipelines.reprocess``
+outside the project's venv) ends with one line saying how to run it, not with
+a ModuleNotFoundError traceback: this package is every command's first import.
 """
+
+from __future__ import annotations  # `str | None` below, read by a Python too old for the project too
 
 import logging
 
@@ -33,8 +39,9 @@ def _our_command() -> str | None:
     import sys
 
     argv = getattr(sys, "orig_argv", [])
-    if len(argv) >= 3 and argv[1] == "-m" and argv[2].startswith("pipelines."):
-        return "notarius-reprocess" if argv[2] == "pipelines.cli" else f"python -m {argv[2]}"
+    module = argv[argv.index("-m", 1) + 1] if "-m" in argv[1:-1] else ""  # after any interpreter flag (-E -s ...)
+    if module.startswith("pipelines."):
+        return "notarius-reprocess" if module == "pipelines.cli" else f"python -m {module}"
     if len(argv) >= 2 and os.path.basename(argv[1]) == "notarius-reprocess":
         return "notarius-reprocess"
     return None
@@ -62,4 +69,19 @@ def _until_the_command_takes_signals() -> None:
             signal.signal(signum, early)
 
 
+def _refuse_a_python_without_beam() -> None:
+    """One line, exit 1, when a command of ours starts in a Python that lacks Beam (an importing library
+    gets Python's own ImportError)."""
+    import importlib.util
+    import sys
+
+    # sys.argv[0] is "-m" while `python -m` imports the module's packages (Python < 3.10 has no orig_argv).
+    prog = _our_command() or ("python -m pipelines" if sys.argv[:1] == ["-m"] else None)
+    if prog is None or importlib.util.find_spec("apache_beam") is not None:
+        return
+    raise SystemExit(f"{prog}: apache_beam is not installed in this Python ({sys.executable}): run `make install` "
+                     "in the checkout and use .venv/bin/python, or `. .venv/bin/activate` first")
+
+
+_refuse_a_python_without_beam()
 _until_the_command_takes_signals()

@@ -1,11 +1,8 @@
 """Console script ``notarius-reprocess``.
 
-With no subcommand it runs the reprocess job with its SPEC §6 flags. Two
-subcommands close the loop with the providers' batch APIs:
-
-- ``export-batch``: retry requests -> provider batch request files;
-- ``import-batch``: provider batch result files -> the next attempts' candidates;
-- ``verify DIR``: check a run folder against its manifest.
+With no command it runs the reprocess job with its SPEC §6 flags; the commands
+around it are in ``COMMANDS`` (``notarius-reprocess --help`` lists them all,
+``notarius-reprocess help CMD`` shows one's options).
 
 Each entry point is imported only when it runs: every Beam PipelineOptions
 subclass joins one shared flag parser, so a job's flags must not be visible to
@@ -14,31 +11,127 @@ another job's run.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
+from dataclasses import dataclass
 
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 
-SUBCOMMANDS = {"export-batch": "pipelines.batch_export", "import-batch": "pipelines.batch_import",
-               "verify": "pipelines.verify", "compare": "pipelines.compare"}
+PROG = "notarius-reprocess"
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str  # its ``main(argv)`` runs the command; ``--help`` prints its options
+    summary: str  # the one line --help shows
+
+
+COMMANDS = {
+    "verify": Command("pipelines.verify", "check a run (or comparison) folder against its manifest: files, sizes, "
+                      "sha256, rows, conservation"),
+    "compare": Command("pipelines.compare", "compare two run folders that verify, slot by slot: regressions, fixes, "
+                       "records changed"),
+    "export-batch": Command("pipelines.batch_export", "turn a run's retry, refresh and judge requests into provider "
+                            "batch request files"),
+    "import-batch": Command("pipelines.batch_import", "turn provider batch result files into the next run's "
+                            "candidates (and judge verdicts)"),
+}
+
+OVERVIEW = f"""\
+usage: {PROG} [COMMAND] [OPTIONS]
+
+Re-process an archive of LLM extraction output for D&D transcripts (an Apache
+Beam batch job): every candidate is checked under the current policy, each
+still-failing chunk gets one retry request with correction guidance, and the
+canonical artifacts, evaluations, dead letters and a manifest proving that no
+record was lost are written under --output.
+
+commands:
+  (none)        run the job: --transcripts GLOB --candidates GLOB --output DIR
+                (its options below)
+{{commands}}
+  help [CMD]    this text, or CMD's options (what CMD --help prints)
+  --version     this package's version, Apache Beam's and Python's
+
+The job's options:
+"""
+
+
+def overview() -> str:
+    import textwrap
+
+    lines = [textwrap.fill(command.summary, width=79, initial_indent=f"  {name:<14}", subsequent_indent=" " * 16)
+             for name, command in COMMANDS.items()]
+    return OVERVIEW.format(commands="\n".join(lines))
+
+
+def version_line() -> str:
+    """From the installed distributions' metadata: importing Beam to ask it would take a second."""
+    import platform
+    from importlib import metadata
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "(not installed)"
+
+    return (f"{PROG} {installed('notarius-reprocess')} (Apache Beam {installed('apache-beam')}, "
+            f"Python {platform.python_version()})")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # A signal before a command holds its folder (during imports, say) is one line too; after: pipelines.guards.
-    return run_command("notarius-reprocess", _dispatch, argv)
+    return run_command(PROG, _dispatch, argv)
 
 
 def _dispatch(argv: list[str]) -> int:
-    if argv and argv[0] in SUBCOMMANDS:
-        return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
+    if argv and argv[0] == "help":
+        return _help(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return importlib.import_module(COMMANDS[argv[0]].module).main(argv[1:])
+    if argv and not argv[0].startswith("-"):
+        _refuse_a_misspelt_command(argv[0])
+    if "--version" in argv:
+        print(version_line())
+        return 0
+    from pipelines.options import help_text, wants_help
+
+    if wants_help(argv):
+        print(overview() + help_text(PROG), end="")
+        return 0
     from runners.warm_workers import start_early
 
     start_early(argv, ("pipelines.reprocess",))  # before Beam's import below: see pipelines.reprocess
     from pipelines import reprocess
 
     return reprocess.main(argv)
+
+
+def _known_commands() -> str:
+    return ", ".join([*COMMANDS, "help"])
+
+
+def _help(names: list[str]) -> int:
+    """``help``: the top-level text; ``help CMD``: exactly what ``CMD --help`` prints (it runs that)."""
+    if not names or names == ["help"]:
+        return _dispatch(["--help"])
+    if len(names) == 1 and names[0] in COMMANDS:
+        return _dispatch([names[0], "--help"])
+    raise SystemExit(f"{PROG} help: no command {' '.join(names)!r}; the commands are {_known_commands()} "
+                     f"(the job itself: {PROG} --help)")
+
+
+def _refuse_a_misspelt_command(word: str) -> None:
+    """The job takes no positional argument: a first word close to a command's name is that command misspelt.
+    Any other word is left to the job's own check (a stray word, often a glob the shell expanded)."""
+    close = difflib.get_close_matches(word, [*COMMANDS, "help"], n=1)
+    if close:
+        raise SystemExit(f"{PROG}: no command {word!r} (did you mean {close[0]}?); the commands are "
+                         f"{_known_commands()}")
 
 
 def console_main() -> int:

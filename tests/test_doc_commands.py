@@ -106,7 +106,7 @@ def checkout_after_make_demo(finished_demo: Path, where: Path) -> Path:
     shutil.copytree(finished_demo, where / "out" / "demo", symlinks=True)
     (where / ".venv").symlink_to(Path(sys.executable).parent.parent)
     for name in ("assets", "sample", "domain", "analysis", "pipelines", "transforms", "runners", "scripts",
-                 "setup.py", "pyproject.toml"):
+                 "setup.py", "pyproject.toml", "Makefile"):
         (where / name).symlink_to(ROOT / name)
     return where
 
