@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from domain import counters
@@ -39,7 +40,7 @@ from domain.intake import (
     resolve_transcript,
 )
 from domain.registry_artifacts import RegistryArtifactError, prior_registry_names
-from domain.judges import VerdictEnvelopeError, VerdictRecord, parse_verdict
+from domain.judges import JudgeSpec, VerdictEnvelopeError, VerdictRecord, parse_verdict
 from domain.judging import SlotJudging
 from domain.rows import artifact_row, dead_letter_row, evaluation_row, raw_response_sha256
 from domain.run_integrity import NON_ARTIFACT_OUTPUTS, artifact_output
@@ -189,13 +190,19 @@ def _verdicts_by_candidate(lines: Sequence[bytes], admitted: Sequence[Candidate]
             continue
         cand = by_id.get(verdict.candidate_id)
         if verdict.judge not in config.judges or (
-                cand is not None and verdict.judge not in {j.name for j in FAMILIES[cand.family].judges}):
+                cand is not None and all(j.name != verdict.judge for j in FAMILIES[cand.family].judges)):
             counts[counters.VERDICTS_OTHER_JUDGE] += 1
         elif cand is None or verdict.judged_sha256 != raw_response_sha256(cand.raw_response):
             counts[counters.judge(verdict.judge, counters.JUDGE_UNMATCHED)] += 1
         else:
             found[verdict.candidate_id].append(verdict)
     return {cid: tuple(found_verdicts) for cid, found_verdicts in found.items()}
+
+
+@lru_cache(maxsize=None)
+def judges_by_family(names: frozenset[str]) -> Mapping[str, tuple[JudgeSpec, ...]]:
+    """The run's judges (``--judges``) per family that declares any: built once per run, not per source."""
+    return {key: tuple(j for j in spec.judges if j.name in names) for key, spec in FAMILIES.items() if spec.judges}
 
 
 def _dead(dead: list[dict], counts: Counter, input_name: str, reason: str, line: bytes) -> None:
@@ -215,8 +222,7 @@ class _SourceRun:
     ) -> None:
         self.transcript = transcript
         # SPEC §4.3: the run's judges per family (only families that declare some), and the verdicts.
-        self.judges = {key: tuple(j for j in spec.judges if j.name in config.judges)
-                       for key, spec in FAMILIES.items() if spec.judges}
+        self.judges = judges_by_family(config.judges)
         self.verdicts = verdicts
         self.max_judge_attempts = config.max_judge_attempts
         # Per registry kind: folded names from the prior-registry input; they join this run's registry.

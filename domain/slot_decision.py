@@ -189,8 +189,11 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         # is among its issues.
         outcome = OUTCOME_RETRY
         counts.append((keys.retry, 1))
-        request = _retry_request(spec, chunk_id, judged[-1], verdicts_issues(verdicts, judged[-1], results[-1]),
-                                 attempts[-1].attempt + 1, prompt_fp, schema_fp, list_fp)
+        latest_issues = results[-1].issues
+        if walk is not None:  # a judge's fail is among the latest attempt's issues
+            latest_issues += walk.rejected.get(len(results) - 1, ())
+        request = _retry_request(spec, chunk_id, judged[-1], latest_issues, attempts[-1].attempt + 1, prompt_fp,
+                                 schema_fp, list_fp)
     else:
         outcome = OUTCOME_EXHAUSTED
         counts.append((keys.exhausted, 1))
@@ -202,14 +205,6 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
                                        counts)
     return SlotDecision(outcome, tuple(verdicts), tuple(counts), accepted, adapted, request,
                         judged_by=tuple(walk.judged_by) if walk is not None else ())
-
-
-def verdicts_issues(verdicts: Sequence[AttemptVerdict], cand: Candidate, result: CandidateResult) -> tuple[Issue, ...]:
-    """The issues of ``cand`` as its evaluation row has them (the rules', and a judge's fail)."""
-    for verdict in verdicts:
-        if verdict[0] is cand:
-            return verdict[2]
-    return result.issues
 
 
 def _with_waiting_attempts(spec: FamilySpec, attempts: Sequence[Candidate], judged: list[AttemptVerdict],
