@@ -108,7 +108,7 @@ def test_every_key_export_batch_writes_is_read_by_its_manifest():
               counters.records_in(INPUT_TRANSCRIPTS): 1, counters.dead_letters(INPUT_TRANSCRIPTS): 1,
               counters.blank_lines(INPUT_RETRY_REQUESTS): 1, counters.records_in(INPUT_REGISTRIES): 1,
               counters.REGISTRIES_USED: 1, counters.dead_letters(INPUT_REGISTRIES): 1}
-    options = {"provider": "openai-chat", "model": "m"}
+    options = {"provider": "openai-chat", "model": "m", "max_output_tokens": 100}  # as export-batch passes them
     full = orjson.dumps(build_export_manifest(counts, [], options=options, runner="t"))
     for key in counts:
         if key == counters.SHAPED:  # the sum of shaped/<kind>, kept for the progress log
