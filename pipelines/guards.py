@@ -37,7 +37,7 @@ from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from domain.run_integrity import MANIFEST_NAME, ManifestError, listed_files
-from pipelines.interruption import Interruption, Terminated, interrupted
+from pipelines.interruption import Interruption, Terminated, interrupted, signal_came
 from runners.no_space import bundle_failures_unlogged_when_out_of_space, no_space_left
 from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
                               empty_output_folder, folder_state, is_local, list_files, locked_folder_above,
@@ -152,6 +152,8 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
     rest (the commit record); ``commit_record``: the file whose presence means the command's result
     is committed (said on Ctrl-C); ``keep_contents``: what the folder holds is the command's own
     business (the demo, which replaces only what it wrote), neither refused nor removed."""
+    if signal_came():  # a Ctrl-C as the command started whose raise a library swallowed: touch nothing
+        raise KeyboardInterrupt
     try:
         target = check_output_folder(output, dict(inputs), writes)
     except OutputFolderError as exc:
@@ -201,7 +203,11 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
     interruption = Interruption()
     try:
         with interruption, bundle_failures_unlogged_when_out_of_space():  # said in one line below
+            if signal_came():  # ... or while the folder was being made ready
+                raise KeyboardInterrupt
             yield folder
+            if interruption.seen:  # ... or while it ran: reported as the interruption it was
+                raise KeyboardInterrupt
     except BaseException as error:
         if interruption.seen or isinstance(error, (KeyboardInterrupt, Terminated)):
             committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))

@@ -67,6 +67,16 @@ def _forget_the_interrupt_python_saw() -> None:
         pass
 
 
+_ACTIVE: list["Interruption"] = []  # the Interruptions whose handlers are installed, outermost first
+
+
+def signal_came() -> bool:
+    """Whether a signal came while an active Interruption's handler was installed, even one whose raise
+    was swallowed (a library's bare ``except:`` around an optional import): a command checks this before
+    it starts writing, so a lost interruption still ends it there."""
+    return any(interruption.seen for interruption in _ACTIVE)
+
+
 class Interruption:
     """While active (main thread only): SIGINT and SIGTERM raise where the command runs, and note that they
     came. Beam re-raises a KeyboardInterrupt inside a transform as a RuntimeError ("KeyboardInterrupt
@@ -78,15 +88,40 @@ class Interruption:
         self.seen = False
         self.terminated = False
         self._previous: dict[int, object] = {}
+        self._previous_unraisable = None
+        self._in_hook = False
 
     def _on_signal(self, signum, frame) -> None:
         self.seen = True
         self.terminated = signum == signal.SIGTERM
         threading.excepthook = lambda args: None
         logging.disable(logging.CRITICAL)  # Beam logs the interrupted transform's traceback as an error
+        if self._in_hook:  # a raise here would be ignored as well: once more, later
+            self._send_again()
+            return
         if self.terminated:
             raise Terminated()
         raise KeyboardInterrupt
+
+    def _on_unraisable(self, unraisable) -> None:
+        """A signal that lands while Python runs a callback whose exceptions it ignores (the module lock's
+        weakref callback during an import, a ``__del__``) would be printed as "Exception ignored" and
+        lost, and the command would run on. Ours is sent again, a moment later from another thread, and
+        raised at the next point that can raise, where it ends the command as usual."""
+        if isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)) and self.seen:
+            self._in_hook = True
+            try:
+                self._send_again()
+            finally:
+                self._in_hook = False
+            return
+        (self._previous_unraisable or sys.__unraisablehook__)(unraisable)
+
+    def _send_again(self) -> None:
+        signum = signal.SIGTERM if self.terminated else signal.SIGINT
+        resend = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+        resend.daemon = True
+        resend.start()
 
     def __enter__(self) -> "Interruption":
         if threading.current_thread() is threading.main_thread():  # only the main thread may take signals
@@ -94,11 +129,19 @@ class Interruption:
                 if signal.getsignal(signum) is signal.SIG_IGN:
                     continue  # started to ignore it (nohup, a shell's background job): it stays ignored
                 self._previous[signum] = signal.signal(signum, self._on_signal)
+            if self._previous:
+                self._previous_unraisable = sys.unraisablehook
+                sys.unraisablehook = self._on_unraisable
+                _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
+        if self._previous_unraisable is not None:
+            sys.unraisablehook = self._previous_unraisable
         if self.seen:
             logging.disable(logging.NOTSET)
 
