@@ -25,7 +25,7 @@ from pipelines.retry_economy import RunFigures
 from pipelines.truth import GroundTruth
 from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
-from transforms.files import file_facts, format_of
+from transforms.files import format_of, read_file_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 ENSURE_CHROMIUM = ROOT / "scripts" / "ensure_chromium.sh"
@@ -228,9 +228,8 @@ def files_of(job: Path) -> dict[str, list[dict]]:
     described = []
     for path in sorted(job.rglob("part-*")):
         fmt = format_of(str(path))
-        facts = file_facts(str(path), fmt)
-        described.append(OutputFile(path.relative_to(job).as_posix(), fmt, facts["bytes"], facts["sha256"],
-                                    facts["rows"]))
+        facts = read_file_facts(str(path), fmt)
+        described.append(OutputFile(path.relative_to(job).as_posix(), fmt, facts.bytes, facts.sha256, facts.rows))
     return files_block(described)
 
 
