@@ -31,7 +31,10 @@ the same arguments give byte-identical files, independent of input order.
         [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
         [--defect-rate NAME=P ...] [--reconciliations] [--revised-family F]
 
-Ground truth, one JSON line per candidate:
+Ground truth: first the words its defects are counted in (`sample.sim_vocabulary`:
+which kinds are benign, which endpoint ordering repairs, the reason codes of the
+others), then one JSON line per candidate:
+    {"defect_vocabulary": {"benign", "canonicalized", "unparseable", "schema", "reason_codes"}}
     {"candidate_id", "family", "source_id", "chunk_id", "attempt",
      "defects": [{"kind", "record_name", "range": [start, end] | null}, ...],
      "expected_pass": bool}
@@ -74,6 +77,7 @@ from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
 from sample.revision import earlier_prompt_fingerprint, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)
+from sample.sim_vocabulary import truth_vocabulary_line
 from sample.simulated_judge import JudgeDefectRates, plant
 from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
 
@@ -377,6 +381,7 @@ def run(inputs: Sequence[dict], config: ProducerConfig, options: SourceOptions,
     with ExitStack() as stack:
         candidates_file = stack.enter_context(open_output(candidates_out))
         truth_file = stack.enter_context(open_output(truth_out))
+        truth_file.write(truth_vocabulary_line())
         transcripts_file = (stack.enter_context(open_output(transcripts_out))
                             if transcripts_out else None)
         for slot in source_slots(inputs, source_count or len(inputs)):

@@ -23,7 +23,7 @@ from domain.run_integrity import OutputFile, files_block
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
 from pipelines.truth import GroundTruth
-from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
+from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, truth_vocabulary_line
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
 from transforms.files import format_of, read_file_facts
 
@@ -241,7 +241,7 @@ def write_job(run, root: Path, requests=None) -> tuple[Path, Path]:
         b"\n".join(orjson.dumps(transcript_record(s)) for s in ("S1", "S2")) + b"\n")
     (archive / "candidates.jsonl").write_bytes(b"\n".join(p.line() for p in PLAN) + b"\n")
     truth = archive / "ground-truth.jsonl"
-    truth.write_bytes(b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
+    truth.write_bytes(truth_vocabulary_line() + b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
     job = root / "job"
     for name, rows in (("evaluations", run.evaluations), ("retry_requests", run.requests if requests is None else requests),
                        ("dead_letters", ())):
