@@ -2,7 +2,8 @@
 no module imports one that imports it back (issue 30), domain/ never imports Beam, transforms/ never
 imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job,
 analysis/ (what finished runs' rows say) uses the domain and nothing of the job nor Beam, domain/ never
-imports analysis/, and no command (pipelines/ but the demo), transform, analysis or domain module imports
+imports analysis/, docgen/ (the data dictionary) renders the domain's declarations and nothing imports it,
+and no command (pipelines/ but the demo), transform, analysis or domain module imports
 the simulator (sample/)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "bench", "sample")
+PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "bench", "sample", "docgen")
 PROJECT = {*PACKAGES, "assets"}
 
 
@@ -181,6 +182,17 @@ def test_no_command_the_job_nor_the_domain_imports_the_simulator():
         loaded = reached_from(name, graph)
         assert not any(module.split(".")[0] == "sample" for module in loaded), (name, sorted(loaded))
         assert DEMO not in imports_of(known[name]), name
+
+
+def test_documentation_is_rendered_outside_the_domain_from_its_declarations():
+    """docgen/ (the data dictionary's renderer) reads the declarations of domain/ and the schema files of
+    assets/, nothing of the job; no other package imports it (the domain declares, docgen renders)."""
+    for name, path in modules().items():
+        named = {n.split(".")[0] for n in imports_of(path)}
+        if name.startswith("docgen"):
+            assert not named & (PROJECT - {"docgen", "domain", "assets"}) and "apache_beam" not in named, name
+        else:
+            assert "docgen" not in named, name
 
 
 def test_the_simulator_knows_the_domain_not_the_job():
