@@ -99,7 +99,12 @@ def judged_registry_sources(evaluations: Iterable[Mapping[str, Any]]) -> frozens
     """Sources with a chunk registry attempt a judge's fail rejected: their occurrences may name an entry the
     truth assumed accepted."""
     return frozenset(row["source_id"] for row in evaluations
-                     if str(row.get("family", "")).endswith("-registry") and judge_failed(row))
+                     if _role_of(row.get("family")) == ROLE_REGISTRY and judge_failed(row))
+
+
+def _role_of(family: Any) -> str | None:
+    spec = FAMILIES.get(family) if isinstance(family, str) else None
+    return spec.role if spec is not None else None
 
 
 def passes_in_the_run(known: "TruthRow", evaluation: Mapping[str, Any], judged_sources: frozenset[str] = frozenset()

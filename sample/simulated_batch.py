@@ -38,6 +38,7 @@ import orjson
 from domain.batch.ledger import candidate_id, parse_index_row
 from domain.batch.prompts import ENTRIES_HEADING
 from domain.batch.providers import PROVIDERS
+from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_proposal
@@ -48,8 +49,8 @@ from sample.text_cues import CueFinder
 
 PROVIDER = "openai-chat"
 RECONCILIATIONS = frozenset(RECONCILIATION_FAMILY.values())
-ANSWERED_FAMILIES = frozenset({"npc-registry", "item-registry", "location-registry", "spells", "combat-turns",
-                               "enemy-events", "scene-descriptions", *RECONCILIATIONS})
+# Every declared family whose records need no registry (domain/families/).
+ANSWERED_FAMILIES = frozenset(key for key, spec in FAMILIES.items() if not spec.needs_registry)
 CREATED = 1794052800  # 2026-11-12T12:00:00Z: after the revision, after every archived attempt
 REQUESTS_SUFFIX, INDEX_SUFFIX = ".jsonl", ".index.jsonl"
 
