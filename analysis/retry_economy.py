@@ -9,8 +9,9 @@ I/O. ``pipelines/retry_economy.py`` reads the files and prints the figures;
 Ground truth (one row per candidate, see ``sample/simulated_producer.py``)
 names every injected defect by kind, record name and cited range. What a
 defect kind *means* (benign, fixed by endpoint ordering, hiding the others)
-is the simulator's vocabulary, so it is passed in (:class:`DefectVocabulary`)
-rather than imported: ``analysis`` knows nothing of ``sample``.
+is the producer's vocabulary, written on the truth file's first line
+(``vocabulary_record``) and passed in (:class:`DefectVocabulary`) rather than
+imported: ``analysis`` knows nothing of ``sample``.
 """
 
 from __future__ import annotations
@@ -98,7 +99,12 @@ def judged_registry_sources(evaluations: Iterable[Mapping[str, Any]]) -> frozens
     """Sources with a chunk registry attempt a judge's fail rejected: their occurrences may name an entry the
     truth assumed accepted."""
     return frozenset(row["source_id"] for row in evaluations
-                     if str(row.get("family", "")).endswith("-registry") and judge_failed(row))
+                     if _role_of(row.get("family")) == ROLE_REGISTRY and judge_failed(row))
+
+
+def _role_of(family: Any) -> str | None:
+    spec = FAMILIES.get(family) if isinstance(family, str) else None
+    return spec.role if spec is not None else None
 
 
 def passes_in_the_run(known: "TruthRow", evaluation: Mapping[str, Any], judged_sources: frozenset[str] = frozenset()
@@ -138,6 +144,42 @@ class DefectVocabulary:
 
     def passes_without_canonicalization(self, row: TruthRow) -> bool:
         return row.expected_pass and not any(d.kind in self.canonicalized for d in row.defects)
+
+
+# The first line of a ground-truth file: what its producer's defect kinds mean, and the evaluations'
+# reason codes each blocking kind is reported under (the truth counts defects by kind, the evaluations
+# issues by code; benign kinds have none). The producer writes it, the commands given --truth read it.
+VOCABULARY_KEY = "defect_vocabulary"
+_VOCABULARY_SETS = ("benign", "canonicalized", "unparseable", "schema")
+ReasonCodes = Mapping[str, tuple[str, ...]]
+
+
+def vocabulary_record(vocabulary: DefectVocabulary, reason_codes: ReasonCodes) -> dict:
+    """The vocabulary line of a ground-truth file, as JSON (sets sorted)."""
+    return {VOCABULARY_KEY: {**{name: sorted(map(str, getattr(vocabulary, name))) for name in _VOCABULARY_SETS},
+                             "reason_codes": {str(kind): list(codes) for kind, codes in reason_codes.items()}}}
+
+
+def is_vocabulary_record(record: Mapping[str, Any]) -> bool:
+    return VOCABULARY_KEY in record
+
+
+def parse_vocabulary_record(record: Mapping[str, Any]) -> tuple[DefectVocabulary, dict[str, tuple[str, ...]]]:
+    """The vocabulary and reason codes of a vocabulary line; ValueError saying what is missing."""
+    words = record.get(VOCABULARY_KEY) if isinstance(record, Mapping) else None
+    if not isinstance(words, Mapping):
+        raise ValueError(f"no {VOCABULARY_KEY!r} object")
+
+    def strings(value: Any, what: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError(f"{VOCABULARY_KEY}.{what} is not a list of strings")
+        return tuple(value)
+
+    codes = words.get("reason_codes")
+    if not isinstance(codes, Mapping):
+        raise ValueError(f"{VOCABULARY_KEY}.reason_codes is not an object")
+    vocabulary = DefectVocabulary(**{name: frozenset(strings(words.get(name), name)) for name in _VOCABULARY_SETS})
+    return vocabulary, {kind: strings(value, f"reason_codes.{kind}") for kind, value in codes.items()}
 
 
 # --- defect recall ----------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """``python -m domain.schemagen``: write every generated contract under ``assets/`` (durable artifact
-schemas per family, the output rows' JSON Schema, Avro and Arrow schemas, each judge's response schema). The generators are the library
-``domain.schemas``; tests compare the files with what it generates, so a stale file fails the suite.
+schemas of every declared family, the output rows' JSON Schema, Avro and Arrow schemas, each judge's
+response schema). The generators are the library ``domain.schemas``; tests compare the files with what
+it generates, so a stale file fails the suite.
 """
 
 from __future__ import annotations
 
 import sys
+from importlib import resources
 from pathlib import Path
 
 import orjson
@@ -23,7 +25,7 @@ def generated_judge_schemas() -> dict[str, bytes]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    root = Path(__file__).resolve().parent.parent / "assets"
+    root = Path(str(resources.files("assets")))  # the package the job reads its assets from
     for spec in FAMILIES.values():
         for path, data in generated_schemas(spec.key, spec.list_field, spec.durable_record_schema).items():
             (root / path).write_bytes(data)

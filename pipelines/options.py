@@ -210,11 +210,6 @@ def _service_flags() -> list[str]:
     return [spelling for option in JOB_SERVICE_OPTIONS for spelling in option.spellings]
 
 
-def parser_flags(parser: argparse.ArgumentParser) -> list[str]:
-    """Every long flag an argparse parser declares (a command whose own flags are not PipelineOptions)."""
-    return [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
-
-
 def check_arguments(argv: Sequence[str], runner: str | None = None, job_flags: Sequence[str] | None = None) -> list[str]:
     """Refuse an unknown flag or a stray word before anything runs.
 

@@ -17,7 +17,7 @@ import fastavro
 import orjson
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from analysis.retry_economy import ArchivedCandidate, Slot, TruthRow, parse_truth_row
+from analysis.retry_economy import ArchivedCandidate, Slot
 from domain.intake import EnvelopeError, arrival_order, parse_candidate, resolve_transcript
 from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_output, is_part_file, relative_path
 from domain.source import Transcript
@@ -91,7 +91,8 @@ def input_paths(pattern: str) -> list[str]:
     return sorted(glob.glob(pattern))
 
 
-def _open(path: str) -> IO[bytes]:
+def open_input(path: str) -> IO[bytes]:
+    """A file of the archive (or another input) to read, decompressed by its name; any Beam filesystem."""
     if "://" in path:
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     else:
@@ -112,7 +113,7 @@ def input_records(pattern: str) -> Iterator[bytes]:
     are skipped: they never reach an evaluation.
     """
     for path in input_paths(pattern):
-        with _open(path) as stream:
+        with open_input(path) as stream:
             if path.endswith(".avro"):
                 for record in fastavro.reader(stream):
                     try:
@@ -173,9 +174,3 @@ def read_candidates(pattern: str, candidate_ids: Iterable[str] | None = None) ->
             kept[cand.candidate_id] = (order, ArchivedCandidate(cand.candidate_id, slot, cand.attempt,
                                                                 cand.raw_response))
     return {cid: entry[1] for cid, entry in sorted(kept.items())}
-
-
-def read_truth(path: Path) -> list[TruthRow]:
-    """The simulated producer's ground-truth file (JSON Lines, optionally .gz)."""
-    with _open(str(path)) as stream:
-        return [parse_truth_row(orjson.loads(line)) for line in stream if line.strip()]

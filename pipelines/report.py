@@ -32,7 +32,7 @@ from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
 from pipelines.options import JobOption, parse_command
 from pipelines.retry_economy import RunFigures, load_figures, percent, summary_lines
-from pipelines.truth import ground_truth
+from pipelines.truth import TruthFileError, ground_truth
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("accepted", "#2e7d32", "one canonical artifact"),
@@ -519,6 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(refused.code, str):
             raise SystemExit(f"{PROG}: {refused.code}") from None
         raise
+    except TruthFileError as refused:
+        raise SystemExit(f"{PROG}: {refused}") from None
     for line in summary_lines(figures):
         print(line)
     comparison = None

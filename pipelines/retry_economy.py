@@ -44,13 +44,13 @@ from analysis.retry_economy import (
     retry_economy,
 )
 from analysis.run_summary import RunSummary, summarize_run
-from pipelines.outputs import iter_rows, read_rows, read_truth
+from pipelines.outputs import iter_rows, read_rows
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
-from pipelines.truth import GroundTruth, ground_truth
+from pipelines.truth import GroundTruth, TruthFileError, ground_truth, read_truth
 from pipelines.verify import require_verified
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -106,7 +106,7 @@ def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigure
         evaluations = read_rows(join_path(str(out), "evaluations"))
         requests = read_rows(join_path(str(out), "retry_requests"))
         summary = summarize_run(lambda: evaluations, lambda: requests)
-        rows = read_truth(truth.path)
+        rows = read_truth(truth)
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
         judged = None
@@ -246,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(refused.code, str):
             raise SystemExit(f"{PROG}: {refused.code}") from None
         raise
+    except TruthFileError as refused:
+        raise SystemExit(f"{PROG}: {refused}") from None
     for line in summary_lines(figures):
         print(line)
     write_json(figures, target)

@@ -1,10 +1,14 @@
-"""``--truth``: a run measured against the simulated producer's ground truth.
+"""``--truth``: a run measured against the simulated producer's ground truth, read from its file.
 
-The retry economy and the report take the ground truth as a value (``GroundTruth``: the file, and the
-words its producer counts defects in) and never import the simulator. The commands that accept
-``--truth`` (``python -m pipelines.retry_economy``, ``python -m pipelines.report``, the demo) get it
-from ``ground_truth``: the simulator's vocabulary is loaded from ``sample/`` when ``--truth`` is
-given, and only then, so an operator's report, which has no ground truth, never loads the simulator
+A ground-truth file (``--truth-out`` of ``sample.simulated_producer`` or ``sample.simulated_batch``)
+is JSON Lines, optionally gzipped. Its first line says what its producer's defect kinds mean
+(``analysis.retry_economy.vocabulary_record``: which kinds are benign, which endpoint ordering
+repairs, which hide the others, and the reason codes each blocking kind is reported under); every
+other line is one candidate's truth (``parse_truth_row``). Files joined end to end (the demo joins
+the producer's and the batch's) keep each one's vocabulary line, and those must agree.
+
+The commands that accept ``--truth`` (``python -m pipelines.retry_economy``, ``python -m
+pipelines.report``, the demo) take the words from the file, so none of them imports the simulator
 (``tests/test_layers.py``).
 """
 
@@ -15,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from analysis.retry_economy import DefectVocabulary
+import orjson
+
+from analysis.retry_economy import (DefectVocabulary, TruthRow, is_vocabulary_record, parse_truth_row,
+                                    parse_vocabulary_record)
+from pipelines.outputs import open_input
+
+
+class TruthFileError(ValueError):
+    """A ``--truth`` file that cannot be read as ground truth; the message is one line naming the file."""
 
 
 @dataclass(frozen=True)
@@ -31,10 +43,34 @@ class GroundTruth:
 
 
 def ground_truth(path: str | os.PathLike | None) -> GroundTruth | None:
-    """The simulated producer's ground truth in ``path``, with its vocabulary; None without a path."""
+    """The ground truth in ``path`` with the vocabulary its first line declares; None without a path."""
     if not path:
         return None
-    from sample.sim_vocabulary import simulated_vocabulary
-
-    vocabulary, reason_codes = simulated_vocabulary()
+    with open_input(str(path)) as stream:
+        first = next((line for line in stream if line.strip()), b"")
+    try:
+        vocabulary, reason_codes = parse_vocabulary_record(orjson.loads(first) if first else {})
+    except (orjson.JSONDecodeError, ValueError) as error:
+        raise TruthFileError(f"--truth {path}: not a ground-truth file of the simulated producer: its first line "
+                             f"declares no defect vocabulary ({error})") from None
     return GroundTruth(Path(path), vocabulary, reason_codes)
+
+
+def read_truth(truth: GroundTruth) -> list[TruthRow]:
+    """Every candidate row of the ground-truth file; its vocabulary lines must all say what the first says."""
+    rows = []
+    with open_input(str(truth.path)) as stream:
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+                if is_vocabulary_record(record):
+                    if parse_vocabulary_record(record) != (truth.vocabulary, truth.reason_codes):
+                        raise ValueError("a defect vocabulary other than the first line's")
+                else:
+                    rows.append(parse_truth_row(record))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as error:
+                raise TruthFileError(f"--truth {truth.path}: line {number} is not ground truth "
+                                     f"({type(error).__name__}: {error})") from None
+    return rows

@@ -19,19 +19,29 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from domain.families import FAMILIES as DECLARED
+from domain.families.base import ROLE_OCCURRENCE, ROLE_REGISTRY
+
+# The keys of the families whose builders (sample.sim_records) are written here, and of those some defect
+# kinds are particular to.
 SPELLS = "spells"
 NPC_REGISTRY, NPC_OCCURRENCES = "npc-registry", "npc-occurrences"
 ITEM_REGISTRY, ITEM_OCCURRENCES = "item-registry", "item-occurrences"
 LOCATION_REGISTRY, LOCATION_OCCURRENCES = "location-registry", "location-occurrences"
 COMBAT_TURNS, ENEMY_EVENTS, SCENES = "combat-turns", "enemy-events", "scene-descriptions"
 
-FAMILIES = (SPELLS, NPC_REGISTRY, NPC_OCCURRENCES, ITEM_REGISTRY, ITEM_OCCURRENCES,
-            LOCATION_REGISTRY, LOCATION_OCCURRENCES, COMBAT_TURNS, ENEMY_EVENTS, SCENES)
-EXTRACTION_FAMILIES = FAMILIES[:-1]
-REGISTRY_FAMILIES = (NPC_REGISTRY, ITEM_REGISTRY, LOCATION_REGISTRY)
-OCCURRENCE_FAMILIES = (NPC_OCCURRENCES, ITEM_OCCURRENCES, LOCATION_OCCURRENCES)
-ENUM_FAMILIES = (*OCCURRENCE_FAMILIES, COMBAT_TURNS, ENEMY_EVENTS, SCENES)
-FREE_TEXT_FAMILIES = (*REGISTRY_FAMILIES, SCENES)
+# The per-chunk families, as declared (domain/families/, in the registry's order); the source-level
+# reconciliations are made from accepted registries (sample.sim_reconciliation).
+FAMILIES = tuple(key for key, spec in DECLARED.items() if spec.chunk_kind != "source")
+EXTRACTION_FAMILIES = tuple(key for key in FAMILIES if DECLARED[key].chunk_kind == "extraction")
+SCENE_FAMILIES = tuple(key for key in FAMILIES if DECLARED[key].chunk_kind == "scene")
+REGISTRY_FAMILIES = tuple(key for key in FAMILIES if DECLARED[key].role == ROLE_REGISTRY)
+OCCURRENCE_FAMILIES = tuple(key for key in FAMILIES if DECLARED[key].role == ROLE_OCCURRENCE)
+ENUM_FAMILIES = tuple(key for key in FAMILIES if DECLARED[key].enums)
+# Records with prose of their own (a registry entry's description, a scene's title and summary).
+FREE_TEXT_FAMILIES = (*REGISTRY_FAMILIES, *SCENE_FAMILIES)
+# The registry kind a registry provides, or an occurrence family needs.
+REGISTRY_KIND = {key: DECLARED[key].registry_kind for key in (*REGISTRY_FAMILIES, *OCCURRENCE_FAMILIES)}
 
 
 class DefectKind(StrEnum):

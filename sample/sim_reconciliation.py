@@ -30,13 +30,13 @@ from enum import StrEnum
 
 import orjson
 
-from sample.sim_defects import AttemptModel, DefectKind
+from domain.families.base import ROLE_RECONCILIATION
+from sample.sim_defects import DECLARED, AttemptModel, DefectKind
 from sample.sim_records import BLANKS, INVENTED_NAMES, NON_BMP, Defect, fold
-from sample.text_cues import ITEM, LOCATION, NPC
 
 SOURCE_CHUNK = "*"
-RECONCILIATION_FAMILY = {NPC: "npc-reconciliation", ITEM: "item-reconciliation",
-                         LOCATION: "location-reconciliation"}
+# The declared reconciliation family of each registry kind (domain/families/, in the registry's order).
+RECONCILIATION_FAMILY = {spec.registry_kind: key for key, spec in DECLARED.items() if spec.role == ROLE_RECONCILIATION}
 LABEL_PREFIX = "E"
 
 

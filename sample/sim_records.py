@@ -18,8 +18,9 @@ from functools import lru_cache
 
 import orjson
 
+from domain.families.base import ROLE_RECONCILIATION
 from sample.sim_defects import (
-    COMBAT_TURNS, ENEMY_EVENTS, ITEM_OCCURRENCES, ITEM_REGISTRY, LOCATION_OCCURRENCES,
+    COMBAT_TURNS, DECLARED, ENEMY_EVENTS, ITEM_OCCURRENCES, ITEM_REGISTRY, LOCATION_OCCURRENCES,
     LOCATION_REGISTRY, NPC_OCCURRENCES, NPC_REGISTRY, SCENES, SPELLS, DefectKind, K,
 )
 from sample.srd import SrdSpell, load_spells
@@ -35,15 +36,6 @@ TURN_KIND_WEIGHTS = (40, 20, 8, 3, 3, 4, 6, 4, 3, 4, 5)
 ENEMY_KINDS = ("appeared", "engaged", "damaged", "defeated", "fled", "surrendered")
 SCENE_KINDS = ("combat", "exploration", "social", "travel", "rest", "recap")
 
-# Plausible values a model invents for closed fields; none is allowed.
-UNSUPPORTED_VALUES = {
-    NPC_OCCURRENCES: ("spoke", "seen", "referenced", "fighting"),
-    ITEM_OCCURRENCES: ("dropped", "stolen", "equipped", "found"),
-    LOCATION_OCCURRENCES: ("arrived", "entered", "left", "explored"),
-    COMBAT_TURNS: ("attack_of_opportunity", "bonus_action", "reaction", "spell"),
-    ENEMY_EVENTS: ("killed", "attacked", "spotted", "retreated"),
-    SCENES: ("battle", "dialogue", "shopping", "downtime"),
-}
 # Names for membership misses when the chunk offers no unregistered one.
 INVENTED_NAMES = ("Vorugal", "Thessaly Marr", "Oskar Dunwell", "Ilyra", "Brannoc",
                   "the Hollow Crown", "Kethric Vane", "Saltmarsh Cove")
@@ -253,11 +245,14 @@ def spread(rng: random.Random, found: Sequence, limit: int) -> list:
 # ------------------------------------------------------------------ family builders
 
 class Family:
-    """Clean content and family-specific defects of one family."""
+    """Clean content and family-specific defects of one family: its simulator builder, registered under
+    the family's key with ``@simulates``."""
     family = ""
     list_key = ""
     name_field = ""
     enum_field: str | None = None
+    # Plausible values a model invents for the closed field (`enum_field`); none is allowed.
+    unsupported_values: tuple[str, ...] = ()
 
     def clean(self, view: ChunkView, rng: random.Random, book: RegistryBook) -> list[dict]:
         raise NotImplementedError
@@ -294,6 +289,17 @@ def _fallback_monster(view: ChunkView, rng: random.Random) -> str:
     return rng.choice(found or view.source.cues.finder.monsters)
 
 
+FAMILY_BUILDERS: dict[str, Family] = {}
+
+
+def simulates(builder: type[Family]) -> type[Family]:
+    """Register a family's simulator builder under its key: the hook through which a family declared in
+    domain/families/ gets its simulated content (``missing_builders`` names a declared family without one)."""
+    FAMILY_BUILDERS[builder.family] = builder()
+    return builder
+
+
+@simulates
 class Spells(Family):
     family, list_key, name_field = SPELLS, "spells", "spell_name"
 
@@ -390,14 +396,17 @@ class Registry(Family):
             record["name"] = rng.choice(BLANKS)
 
 
+@simulates
 class NpcRegistry(Registry):
     family, list_key, kind = NPC_REGISTRY, "npcs", NPC
 
 
+@simulates
 class ItemRegistry(Registry):
     family, list_key, kind = ITEM_REGISTRY, "items", ITEM
 
 
+@simulates
 class LocationRegistry(Registry):
     family, list_key, kind = LOCATION_REGISTRY, "locations", LOCATION
 
@@ -440,17 +449,23 @@ class Occurrences(Family):
                 "evidence": evidence_list(view, rng, index)}
 
 
+@simulates
 class NpcOccurrences(Occurrences):
     family, name_field, kind, values = NPC_OCCURRENCES, "npc_name", NPC, NPC_KINDS
+    unsupported_values = ("spoke", "seen", "referenced", "fighting")
 
 
+@simulates
 class LocationOccurrences(Occurrences):
     family, name_field, kind, values = (LOCATION_OCCURRENCES, "location_name", LOCATION,
                                         LOCATION_KINDS)
+    unsupported_values = ("arrived", "entered", "left", "explored")
 
 
+@simulates
 class ItemOccurrences(Occurrences):
     family, name_field, kind, values = ITEM_OCCURRENCES, "item_name", ITEM, ITEM_KINDS
+    unsupported_values = ("dropped", "stolen", "equipped", "found")
 
     def _record(self, view, rng, name, index):
         kind = rng.choice(self.values)
@@ -460,8 +475,10 @@ class ItemOccurrences(Occurrences):
                 "evidence": evidence_list(view, rng, index)}
 
 
+@simulates
 class CombatTurns(Family):
     family, list_key, name_field, enum_field = COMBAT_TURNS, "turns", "actor_name", "turn_kind"
+    unsupported_values = ("attack_of_opportunity", "bonus_action", "reaction", "spell")
 
     def clean(self, view, rng, book):
         enemies = [name for name, _ in _enemies(view, rng)]
@@ -500,8 +517,10 @@ ENEMY_STORY = ("appeared", "engaged", "damaged")
 ENEMY_ENDINGS = ("defeated", "defeated", "fled", "surrendered")
 
 
+@simulates
 class EnemyEvents(Family):
     family, list_key, name_field, enum_field = ENEMY_EVENTS, "events", "enemy_name", "kind"
+    unsupported_values = ("killed", "attacked", "spotted", "retreated")
 
     def clean(self, view, rng, book):
         events = []
@@ -528,8 +547,10 @@ class EnemyEvents(Family):
         return {"enemy_name": name, "kind": kind, "evidence": [evidence(view, rng, index)]}
 
 
+@simulates
 class Scenes(Family):
     family, list_key, name_field, enum_field = SCENES, "scenes", "title", "kind"
+    unsupported_values = ("battle", "dialogue", "shopping", "downtime")
 
     def clean(self, view, rng, book):
         return [self.fresh(view, rng, book)]
@@ -545,9 +566,22 @@ class Scenes(Family):
                 "start_unit_id": view.unit_ids[0], "end_unit_id": view.unit_ids[last]}
 
 
-FAMILY_BUILDERS: dict[str, Family] = {builder.family: builder for builder in (
-    Spells(), NpcRegistry(), NpcOccurrences(), ItemRegistry(), ItemOccurrences(),
-    LocationRegistry(), LocationOccurrences(), CombatTurns(), EnemyEvents(), Scenes())}
+def missing_builders() -> list[str]:
+    """The declared families (domain/families/) the simulator cannot produce, each with why: a per-chunk
+    family without a registered builder (or, when it declares closed values, without the values a model
+    invents for them), a reconciliation whose registry kind no registered registry builder provides."""
+    registry_kinds = {builder.kind for builder in FAMILY_BUILDERS.values() if isinstance(builder, Registry)}
+    missing = []
+    for key, spec in DECLARED.items():
+        builder = FAMILY_BUILDERS.get(key)
+        if spec.role == ROLE_RECONCILIATION:
+            if spec.registry_kind not in registry_kinds:
+                missing.append(f"{key} (no registry builder of kind {spec.registry_kind!r})")
+        elif builder is None:
+            missing.append(f"{key} (no builder: register one with @sample.sim_records.simulates)")
+        elif spec.enums and not (builder.enum_field and builder.unsupported_values):
+            missing.append(f"{key} (its builder sets no enum_field and unsupported_values)")
+    return missing
 
 
 # ------------------------------------------------------------------ injection
@@ -673,7 +707,7 @@ def _blank_name(inj: Injection) -> None:
 def _unsupported_enum(inj: Injection) -> None:
     index = inj.pick()
     field_name = inj.builder.enum_field
-    inj.records[index][field_name] = inj.rng.choice(UNSUPPORTED_VALUES[inj.builder.family])
+    inj.records[index][field_name] = inj.rng.choice(inj.builder.unsupported_values)
     inj.mark(K.UNSUPPORTED_ENUM, index)
 
 

@@ -1,17 +1,18 @@
-"""The words the simulated producer's ground truth counts defects in, for a run measured against it.
+"""The words the simulated producer's ground truth counts defects in, written at the head of the truth file.
 
-The ground truth (``--truth-out`` of ``sample.simulated_producer``) lists each candidate's injected
-defects by kind (``sim_defects.DefectKind``, ``sim_reconciliation.ReconciliationDefect``). The retry
-economy and the report take these words as a value with the ``--truth`` file
-(``pipelines.retry_economy.GroundTruth``) and never import the simulator: ``pipelines.truth`` calls
-``simulated_vocabulary`` when a command is given ``--truth``, and only then.
+The ground truth (``--truth-out`` of ``sample.simulated_producer`` and ``sample.simulated_batch``) lists
+each candidate's injected defects by kind (``sim_defects.DefectKind``,
+``sim_reconciliation.ReconciliationDefect``). What those kinds mean to a run measured against it - which
+are benign, which endpoint ordering repairs, which hide the others - and the reason codes the job
+reports each blocking kind under are its first line (``truth_vocabulary_line``, in the format of
+``analysis.retry_economy.vocabulary_record``). A command given ``--truth`` reads them from there
+(``pipelines.truth.ground_truth``) and never imports the simulator.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
-
-from analysis.retry_economy import DefectVocabulary
+from analysis.retry_economy import DefectVocabulary, vocabulary_record
+from sample.jsonl import dumps_line
 from sample.sim_defects import BENIGN_KINDS, REASON_CODES, DefectKind
 from sample.sim_reconciliation import RECONCILIATION_REASON_CODES
 
@@ -28,7 +29,6 @@ SIMULATED_REASON_CODES: dict[str, tuple[str, ...]] = {
     str(kind): codes for kind, codes in (*REASON_CODES.items(), *RECONCILIATION_REASON_CODES.items())}
 
 
-def simulated_vocabulary() -> tuple[DefectVocabulary, Mapping[str, tuple[str, ...]]]:
-    """The simulated producer's defect kinds as the retry economy needs them, and the reason codes each
-    blocking kind is reported under."""
-    return SIMULATED_VOCABULARY, SIMULATED_REASON_CODES
+def truth_vocabulary_line() -> bytes:
+    """The first line of every ground-truth file the simulator writes."""
+    return dumps_line(vocabulary_record(SIMULATED_VOCABULARY, SIMULATED_REASON_CODES))

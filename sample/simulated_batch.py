@@ -9,7 +9,7 @@ and writes an OpenAI Batch output file (``{"id", "custom_id", "response":
 for ``import-batch``. It never reads the job's outputs: only the request lines,
 their index (which slot) and the transcripts.
 
-It also writes ground truth (the simulated producer's format) for the
+It also writes ground truth (the simulated producer's format, its vocabulary first) for the
 candidates ``import-batch`` will make of its answers, whose ids are digests of
 the result line, so the retry economy of the next run knows them.
 
@@ -38,17 +38,19 @@ import orjson
 from domain.batch.ledger import candidate_id, parse_index_row
 from domain.batch.prompts import ENTRIES_HEADING
 from domain.batch.providers import PROVIDERS
+from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_proposal
 from sample.sim_records import FAMILY_BUILDERS, ChunkView, RegistryBook, SourceCues, SourceView, clean_records
 from sample.sim_sources import seed_int
+from sample.sim_vocabulary import truth_vocabulary_line
 from sample.text_cues import CueFinder
 
 PROVIDER = "openai-chat"
 RECONCILIATIONS = frozenset(RECONCILIATION_FAMILY.values())
-ANSWERED_FAMILIES = frozenset({"npc-registry", "item-registry", "location-registry", "spells", "combat-turns",
-                               "enemy-events", "scene-descriptions", *RECONCILIATIONS})
+# Every declared family whose records need no registry (domain/families/).
+ANSWERED_FAMILIES = frozenset(key for key, spec in FAMILIES.items() if not spec.needs_registry)
 CREATED = 1794052800  # 2026-11-12T12:00:00Z: after the revision, after every archived attempt
 REQUESTS_SUFFIX, INDEX_SUFFIX = ".jsonl", ".index.jsonl"
 
@@ -116,6 +118,7 @@ def run(pattern: str, transcripts: Sequence[dict], results_out: Path, truth_out:
     answerer, provider = Answerer(transcripts, seed), PROVIDERS[PROVIDER]
     read = answered = 0
     with open_output(results_out) as results, open_output(truth_out) as truth:
+        truth.write(truth_vocabulary_line())
         for requests_path, index_path in request_pairs(pattern):
             index = [parse_index_row(raw, str(index_path)) for raw in index_path.read_bytes().splitlines() if raw.strip()]
             lines = requests_path.read_bytes().splitlines()

@@ -31,7 +31,10 @@ the same arguments give byte-identical files, independent of input order.
         [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
         [--defect-rate NAME=P ...] [--reconciliations] [--revised-family F]
 
-Ground truth, one JSON line per candidate:
+Ground truth: first the words its defects are counted in (`sample.sim_vocabulary`:
+which kinds are benign, which endpoint ordering repairs, the reason codes of the
+others), then one JSON line per candidate:
+    {"defect_vocabulary": {"benign", "canonicalized", "unparseable", "schema", "reason_codes"}}
     {"candidate_id", "family", "source_id", "chunk_id", "attempt",
      "defects": [{"kind", "record_name", "range": [start, end] | null}, ...],
      "expected_pass": bool}
@@ -60,7 +63,7 @@ import orjson
 
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_defects import (
-    EXTRACTION_FAMILIES, FAMILIES, OCCURRENCE_FAMILIES, REGISTRY_FAMILIES, SCENES,
+    EXTRACTION_FAMILIES, FAMILIES, OCCURRENCE_FAMILIES, REGISTRY_FAMILIES, REGISTRY_KIND, SCENE_FAMILIES,
     AttemptModel, ChunkShape, DefectKind, DefectRates, RatedKinds, applicable_kinds, is_failing,
     plan_attempts, rated, with_overrides,
 )
@@ -70,12 +73,13 @@ from sample.sim_reconciliation import (BLOCKING, BYTE_LEVEL, RECONCILIATION_FAMI
 from sample.sim_reconciliation import inject as inject_reconciliation
 from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
 from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
-                                clean_records, inject)
+                                clean_records, inject, missing_builders)
 from sample.revision import earlier_prompt_fingerprint, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)
+from sample.sim_vocabulary import truth_vocabulary_line
 from sample.simulated_judge import JudgeDefectRates, plant
-from sample.text_cues import ITEM, LOCATION, NPC, CueFinder
+from sample.text_cues import CueFinder
 
 Fingerprints = Callable[[str], tuple[str, str]]
 
@@ -83,9 +87,6 @@ PRODUCER = {"provider": "simulated", "model": "sim-1"}
 BASE_TIME = datetime(2026, 10, 1, 12, 0, 0, tzinfo=timezone.utc)
 RECEIVED_SPREAD_SECONDS = 21 * 24 * 3600
 RETRY_DELAY_SECONDS = 5400
-REGISTRY_KIND = {"npc-registry": NPC, "item-registry": ITEM, "location-registry": LOCATION}
-OCCURRENCE_KIND = {"npc-occurrences": NPC, "item-occurrences": ITEM,
-                   "location-occurrences": LOCATION}
 DEFAULT_FINGERPRINTS = "domain.assets:current_fingerprints"
 
 
@@ -197,12 +198,13 @@ class SimulatedProducer:
             for family in EXTRACTION_FAMILIES:
                 if family in REGISTRY_FAMILIES:
                     yield from registries.pop((chunk["chunk_id"], family))
-                elif family in OCCURRENCE_FAMILIES and book.is_empty(OCCURRENCE_KIND[family]):
+                elif family in OCCURRENCE_FAMILIES and book.is_empty(REGISTRY_KIND[family]):
                     continue  # nothing accepted to refer to: the pipeline would defer these
                 else:
                     yield from self.slot(source.source_id, chunk, family, view_of, book).emitted
         for chunk in scenes:
-            yield from self.slot(source.source_id, chunk, SCENES, view_of, book).emitted
+            for family in SCENE_FAMILIES:
+                yield from self.slot(source.source_id, chunk, family, view_of, book).emitted
         if self.config.reconciliations:
             for kind, chunk_registries in accepted.items():
                 if chunk_registries:  # without one the job defers: nothing to reconcile
@@ -332,7 +334,7 @@ def slots_of(seed: int, inputs: Sequence[dict], slots: Sequence[SourceSlot],
     for slot in slots:
         extraction, scene = planned_chunk_counts(seed, inputs[slot.input_index], slot.source_id,
                                                  options)
-        total += len(EXTRACTION_FAMILIES) * extraction + scene
+        total += len(EXTRACTION_FAMILIES) * extraction + len(SCENE_FAMILIES) * scene
     return total
 
 
@@ -377,6 +379,7 @@ def run(inputs: Sequence[dict], config: ProducerConfig, options: SourceOptions,
     with ExitStack() as stack:
         candidates_file = stack.enter_context(open_output(candidates_out))
         truth_file = stack.enter_context(open_output(truth_out))
+        truth_file.write(truth_vocabulary_line())
         transcripts_file = (stack.enter_context(open_output(transcripts_out))
                             if transcripts_out else None)
         for slot in source_slots(inputs, source_count or len(inputs)):
@@ -452,6 +455,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = None) -> int:
     args = parse_args(argv)
+    missing = missing_builders()
+    if missing:  # every declared family is simulated, or none is: an archive without one would mislead
+        raise SystemExit(f"the simulator cannot produce every declared family: {'; '.join(missing)}")
     try:
         reconciliation_rates, overrides = split_overrides(ReconciliationRates(), args.defect_rate)
         rates, attempts = with_overrides(DefectRates(), AttemptModel(), overrides)

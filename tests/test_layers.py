@@ -2,8 +2,9 @@
 no module imports one that imports it back (issue 30), domain/ never imports Beam, transforms/ never
 imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job,
 analysis/ (what finished runs' rows say) uses the domain and nothing of the job nor Beam, domain/ never
-imports analysis/, and the operator's report, the retry economy, analysis/ and domain/ never import the
-simulator (sample/)."""
+imports analysis/, docgen/ (the data dictionary) renders the domain's declarations and nothing imports it,
+and no command (pipelines/ but the demo), transform, analysis or domain module imports
+the simulator (sample/)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "bench", "sample")
+PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "bench", "sample", "docgen")
 PROJECT = {*PACKAGES, "assets"}
 
 
@@ -162,18 +163,36 @@ def top_level_imports_of(path: Path) -> set[str]:
     return named
 
 
-def test_the_report_the_retry_economy_and_the_domain_never_import_the_simulator():
-    """The simulator's vocabulary reaches the retry economy and the report as a value with --truth
-    (pipelines.truth, the one door, opened only when --truth is given): neither names sample/, nor do
-    analysis/ and the domain, and importing them loads nothing of it."""
+# The demo plays the producer (sample/) and then runs the commands on what it wrote: it is the one module of
+# pipelines/ that runs the simulator, and no other module imports it.
+DEMO = "pipelines.demo"
+
+
+def test_no_command_the_job_nor_the_domain_imports_the_simulator():
+    """The simulator's vocabulary reaches the retry economy and the report as data, on the first line of the
+    --truth file (pipelines.truth): no module of domain/, analysis/, transforms/ or pipelines/ names sample/
+    (lazy imports included) nor loads it when imported - but the demo, which nothing imports."""
     known = modules()
     graph = {name: {n for n in top_level_imports_of(path) if n in known} - {name} for name, path in known.items()}
-    guarded = ([name for name in known if name.startswith(("domain", "analysis"))]
-               + ["pipelines.report", "pipelines.retry_economy"])
+    guarded = [name for name in known if name.split(".")[0] in ("domain", "analysis", "transforms", "pipelines")
+               and name != DEMO]
+    assert "pipelines.truth" in guarded and "pipelines.report" in guarded
     for name in guarded:
         assert not any(n.split(".")[0] == "sample" for n in imports_of(known[name])), name
         loaded = reached_from(name, graph)
         assert not any(module.split(".")[0] == "sample" for module in loaded), (name, sorted(loaded))
+        assert DEMO not in imports_of(known[name]), name
+
+
+def test_documentation_is_rendered_outside_the_domain_from_its_declarations():
+    """docgen/ (the data dictionary's renderer) reads the declarations of domain/ and the schema files of
+    assets/, nothing of the job; no other package imports it (the domain declares, docgen renders)."""
+    for name, path in modules().items():
+        named = {n.split(".")[0] for n in imports_of(path)}
+        if name.startswith("docgen"):
+            assert not named & (PROJECT - {"docgen", "domain", "assets"}) and "apache_beam" not in named, name
+        else:
+            assert "docgen" not in named, name
 
 
 def test_the_simulator_knows_the_domain_not_the_job():

@@ -397,7 +397,7 @@ def simulated(tmp_path_factory):
                      "--seed", "5", "--sources", "6", "--reconciliations",
                      *[a for r in rates for a in ("--defect-rate", r)]], fingerprints=current_fingerprints) == 0
     candidates = list(read_jsonl(out / "c.jsonl"))
-    truth = {t["candidate_id"]: t for t in read_jsonl(out / "t.jsonl")}
+    truth = {t["candidate_id"]: t for t in read_jsonl(out / "t.jsonl") if "candidate_id" in t}
     transcripts = {r["source_id"]: orjson.dumps(r) for r in read_jsonl(out / "tr.jsonl")}
     by_source = defaultdict(list)
     for c in candidates:

@@ -23,9 +23,9 @@ from domain.run_integrity import OutputFile, files_block
 from pipelines import report, retry_economy as economy_cli
 from pipelines.retry_economy import RunFigures
 from pipelines.truth import GroundTruth
-from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY
+from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, truth_vocabulary_line
 from test_retry_economy import MAX_ATTEMPTS, PLAN, VOCABULARY, hand_run, transcript_record
-from transforms.files import file_facts, format_of
+from transforms.files import format_of, read_file_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 ENSURE_CHROMIUM = ROOT / "scripts" / "ensure_chromium.sh"
@@ -228,9 +228,8 @@ def files_of(job: Path) -> dict[str, list[dict]]:
     described = []
     for path in sorted(job.rglob("part-*")):
         fmt = format_of(str(path))
-        facts = file_facts(str(path), fmt)
-        described.append(OutputFile(path.relative_to(job).as_posix(), fmt, facts["bytes"], facts["sha256"],
-                                    facts["rows"]))
+        facts = read_file_facts(str(path), fmt)
+        described.append(OutputFile(path.relative_to(job).as_posix(), fmt, facts.bytes, facts.sha256, facts.rows))
     return files_block(described)
 
 
@@ -242,7 +241,7 @@ def write_job(run, root: Path, requests=None) -> tuple[Path, Path]:
         b"\n".join(orjson.dumps(transcript_record(s)) for s in ("S1", "S2")) + b"\n")
     (archive / "candidates.jsonl").write_bytes(b"\n".join(p.line() for p in PLAN) + b"\n")
     truth = archive / "ground-truth.jsonl"
-    truth.write_bytes(b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
+    truth.write_bytes(truth_vocabulary_line() + b"\n".join(orjson.dumps(p.truth()) for p in PLAN) + b"\n")
     job = root / "job"
     for name, rows in (("evaluations", run.evaluations), ("retry_requests", run.requests if requests is None else requests),
                        ("dead_letters", ())):

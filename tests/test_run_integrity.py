@@ -27,8 +27,8 @@ from fixture_archive import write_archive
 from pipelines import batch_export, report, reprocess, retry_economy, verify
 from pipelines.outputs import read_manifest, read_outputs
 from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
-from transforms.files import (OutputFolderError, is_filesystem_root, pattern_reaches, prepare_output_folder,
-                              remove_folder_contents)
+from transforms.files import (OutputFolderError, check_output_folder, empty_output_folder, is_filesystem_root,
+                              pattern_reaches, remove_folder_contents)
 from transforms.raw_records import decode_block
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 
@@ -174,9 +174,11 @@ def test_overwrite_removes_only_what_is_inside_the_folder(tmp_path):
     (out / "evaluations" / "part-00000-of-00001.avro").write_bytes(b"old")
     (out / "manifest.json").write_text("{}")
     os.symlink(outside, out / "link")
+    target = check_output_folder(str(out), {}, [])
+    assert target.folder == str(out)
     with pytest.raises(OutputFolderError, match="already holds files"):
-        prepare_output_folder(str(out), {}, [], overwrite=False)
-    assert prepare_output_folder(str(out), {}, [], overwrite=True, remove_first=["manifest.json"]) == str(out)
+        empty_output_folder(str(out), target, overwrite=False)
+    empty_output_folder(str(out), target, overwrite=True, remove_first=["manifest.json"])
     assert out.is_dir() and not os.listdir(out)
     assert (outside / "keep.txt").read_text() == "keep"
 

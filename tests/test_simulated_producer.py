@@ -66,7 +66,8 @@ class Run:
 
     def load(self) -> Run:
         self.candidates = list(read_jsonl(self.candidates_path))
-        self.truth = list(read_jsonl(self.truth_path))
+        vocabulary, *self.truth = read_jsonl(self.truth_path)  # the words first, then one row per candidate
+        assert set(vocabulary) == {"defect_vocabulary"}
         self.transcripts = {r["source_id"]: r for r in read_jsonl(self.transcripts_path)}
         return self
 
@@ -731,7 +732,7 @@ def test_each_injected_kind_is_reported_under_the_reason_codes_it_maps_to(tmp_pa
     assert sim.main(["--transcripts", str(SAMPLE), "--seed", "5", "--reconciliations",
                      "--candidates-out", str(out / "c.jsonl"), "--truth-out", str(out / "t.jsonl"),
                      *[a for r in rates for a in ("--defect-rate", r)]]) == 0
-    truth = {t["candidate_id"]: t for t in read_jsonl(out / "t.jsonl")}
+    truth = {t["candidate_id"]: t for t in read_jsonl(out / "t.jsonl") if "candidate_id" in t}
     lines = defaultdict(list)
     for line in iter_lines(read_bytes(out / "c.jsonl")):
         lines[orjson.loads(line)["source_id"]].append(line)

@@ -106,14 +106,6 @@ def read_file_facts(path: str, fmt: str) -> FileFacts:
     return FileFacts(stream.size, stream.digest.hexdigest(), rows, row_error)
 
 
-def file_facts(path: str, fmt: str) -> dict:
-    """``{"bytes", "sha256", "rows"}`` of one file, streamed; ValueError when it cannot be read as ``fmt``."""
-    facts = read_file_facts(path, fmt)
-    if facts.row_error is not None:
-        raise ValueError(facts.row_error)
-    return {"bytes": facts.bytes, "sha256": facts.sha256, "rows": facts.rows}
-
-
 # --- folders ----------------------------------------------------------------------------------
 
 def is_local(path: str) -> bool:
@@ -603,12 +595,3 @@ def empty_output_folder(output: str, target: OutputTarget, *, overwrite: bool,
                                 f"--overwrite removed nothing: wait for that command to end") from None
     except (OSError, BeamIOError) as exc:
         raise OutputFolderError(f"--overwrite could not empty {output!r}: {exc}") from None
-
-
-def prepare_output_folder(output: str, input_patterns: dict[str, str], sample_outputs: Iterable[str], *,
-                          overwrite: bool, remove_first: Iterable[str] = ()) -> str:
-    """``check_output_folder`` then ``empty_output_folder`` (no lock: see pipelines.guards for a command's
-    whole claim on a folder); returns the real folder."""
-    target = check_output_folder(output, input_patterns, sample_outputs)
-    empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
-    return target.folder

@@ -1,7 +1,8 @@
 """The family registry: one table from module key to :class:`FamilySpec`.
 
-Adding a family means adding its module here and its assets under
-``assets/dnd/<key>/``; nothing in ``transforms/`` or ``pipelines/`` changes.
+Adding a family is its module (listed here), its assets under ``assets/dnd/<key>/`` and its
+simulator builder (``sample/sim_records.py``, ``@simulates``): docs/internal/dnd.md, "How to add a
+family". Nothing in ``transforms/`` or ``pipelines/`` changes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""What a family is: the one table entry the evaluation engine needs.
+"""What a family is: its one declaration, which everything else reads.
 
-A family module owns its response model, adapter, validators and the prose of
-its guidance, and exposes them as one :class:`FamilySpec`. Nothing outside
-``domain/`` and ``assets/`` changes when a family is added.
+A family module owns its response model, adapter, validators, the prose of its
+guidance and of its data-dictionary entry, and its judges, and exposes them as
+one :class:`FamilySpec`. The engine, the schema generator (``domain.schemagen``),
+the data dictionary (``docgen``) and the simulator's lists (``sample/``) derive
+from the declarations; see docs/internal/dnd.md, "How to add a family".
 """
 
 from __future__ import annotations
@@ -119,6 +121,22 @@ class Adapted:
     endpoints_reordered: int = 0
 
 
+@dataclass(frozen=True)
+class FamilyDocs:
+    """What the data dictionary (docs/outputs.md) says of a family's records that no schema can.
+
+    ``intro``: what one record is. ``fields``: what each field of a record means, by path under the
+    artifact (``records[].cast.level``: "a.b" a field of a nested record, "a[]" each element of a
+    list); types and rules are not repeated, they come from the schemas, and the evidence fields every
+    citing family shares are described once, with the artifact's envelope. ``example``: one real
+    record of ``make demo`` (run 2), as its artifact holds it.
+    """
+
+    intro: str
+    fields: Mapping[str, str]
+    example: Mapping[str, Any]
+
+
 class Adapter(Protocol):
     def __call__(self, response: Any, transcript: Transcript) -> Adapted: ...
 
@@ -145,6 +163,8 @@ class FamilySpec:
     # Transcript-grounded name of a raw (possibly malformed) response record, for
     # structural guidance: e.g. 'the spell "Shield" cast by "SAM"'. None when unknown.
     describe_raw_record: Callable[[Any], str | None]
+    # Its entry in the data dictionary (docs/outputs.md).
+    docs: FamilyDocs
     # The kind of registry this family provides (registries) or needs (occurrences).
     registry_kind: str | None = None
     # Names a registry record contributes to membership (registries only).

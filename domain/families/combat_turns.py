@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
-from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel
+from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
+                                  StrictModel)
 from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name, render_number
@@ -131,6 +132,17 @@ SPEC = FamilySpec(
     validators=(validate_shape, validate_source_references),
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
+    docs=FamilyDocs(
+        intro="One record is one turn taken in combat.",
+        fields={
+            "records[].round": "The combat round of the turn, counted from 1.",
+            "records[].actor_name": "Who takes the turn, as named in the transcript.",
+            "records[].turn_kind": "The turn's main action.",
+            "records[].target_names": "Who or what the turn targets, as named; at least one for an `attack`.",
+        },
+        example={"round": 2, "actor_name": "MATT", "turn_kind": "attack", "target_names": ["Grick"],
+                 "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 87, "end_unit_id": 88}]},
+    ),
     policy_extras={"first_round": FIRST_ROUND, "max_round": MAX_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
     judges=(JudgeSpec("combat-semantics", KEY, "the actor acts, the targets are targeted, the turn kind matches the "
                                                "cited lines"),),

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from domain.evidence import SourceRef
-from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, StrictModel, fold_name
+from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec,
+                                  StrictModel, fold_name)
 from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_ranges
@@ -135,6 +136,16 @@ SPEC = FamilySpec(
     validators=(validate_shape, validate_engagement, validate_source_references),
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
+    docs=FamilyDocs(
+        intro="One record is one thing that happens to or with an enemy.",
+        fields={
+            "records[].enemy_name": "The enemy as named in the transcript.",
+            "records[].kind": "What happens to or with the enemy; at most one `engaged` event per enemy "
+                              "(case-folded) in an artifact.",
+        },
+        example={"enemy_name": "Noble", "kind": "engaged",
+                 "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 7, "end_unit_id": 8}]},
+    ),
     policy_extras={"single_engagement_kind": ENGAGED, "max_engaged_ranges_shown": MAX_ENGAGED_RANGES_SHOWN,
                    "max_spellings_shown": MAX_SPELLINGS_SHOWN},
 )

@@ -63,4 +63,11 @@ def validate_holder(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ..
     return out.issues()
 
 
-SPEC = FAMILY.spec(policy_version="item-occurrences-policy-1", extra_validators=(validate_holder,))
+SPEC = FAMILY.spec(policy_version="item-occurrences-policy-1", extra_validators=(validate_holder,), docs=FAMILY.docs(
+    intro="One record is one thing that happens to or with a known item in the chunk.",
+    kinds="What happens to the item: `acquired`, `used`, `transferred`, `lost` or only `mentioned`.",
+    more_fields={"records[].holder_name": "Who holds the item after the occurrence; always given for `acquired` and "
+                                          "`transferred`, otherwise null when not stated."},
+    example={"item_name": "coin", "kind": "acquired", "holder_name": "SAM",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 8, "end_unit_id": 9}]},
+))

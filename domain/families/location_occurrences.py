@@ -31,4 +31,9 @@ FAMILY = OccurrenceFamily(
     key=KEY, registry_kind="location", noun="location", name_field="location_name", kinds=KINDS,
     response_model=LocationOccurrencesResponse,
 )
-SPEC = FAMILY.spec(policy_version="location-occurrences-policy-1")
+SPEC = FAMILY.spec(policy_version="location-occurrences-policy-1", docs=FAMILY.docs(
+    intro="One record is one visit, departure or mention of a known location in the chunk.",
+    kinds="How the location occurs: `visited`, `departed` or only `mentioned`.",
+    example={"location_name": "mine", "kind": "departed",
+             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 1, "end_unit_id": 2}]},
+))

@@ -18,4 +18,8 @@ class LocationRegistryResponse(StrictModel):
 FAMILY = RegistryFamily(
     key=KEY, kind="location", noun="location", list_field="locations", response_model=LocationRegistryResponse
 )
-SPEC = FAMILY.spec(policy_version="location-registry-policy-1")
+SPEC = FAMILY.spec(policy_version="location-registry-policy-1", docs=FAMILY.docs(
+    intro="One record is one location the chunk names.",
+    example={"name": "Firebrook Inn", "aliases": ["Inn"], "description": "Named by MATT: \"she was staying at the "
+             "Firebrook Inn.\"", "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 202, "end_unit_id": 204}]},
+))

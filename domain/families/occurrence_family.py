@@ -22,6 +22,7 @@ from domain.families.base import (
     ROLE_OCCURRENCE,
     Adapted,
     EvaluationContext,
+    FamilyDocs,
     FamilySpec,
     StrictModel,
     Validator,
@@ -124,7 +125,22 @@ class OccurrenceFamily:
         record["evidence"] = [ref.as_record() for ref in rec.evidence]
         return record
 
-    def spec(self, policy_version: str, extra_validators: tuple[Validator, ...] = ()) -> FamilySpec:
+    # --- the data dictionary ------------------------------------------------------------------
+
+    def docs(self, intro: str, kinds: str, example: dict, more_fields: dict[str, str] | None = None) -> FamilyDocs:
+        """The family's data-dictionary entry: its intro, what its kinds mean, its own fields and example; the
+        name's meaning shared."""
+        registry = f"{self.registry_kind}-registry"
+        reconciliation = f"{self.registry_kind}-reconciliation"
+        return FamilyDocs(intro, {
+            f"records[].{self.name_field}": f"The {self.noun} as named in the chunk: a name or alias of the source's "
+                                            f"accepted {self.noun} registry (its `{reconciliation}` artifact when one "
+                                            f"is accepted, else the union of its `{registry}` artifacts).",
+            "records[].kind": kinds,
+            **(more_fields or {}),
+        }, example)
+
+    def spec(self, policy_version: str, docs: FamilyDocs, extra_validators: tuple[Validator, ...] = ()) -> FamilySpec:
         return FamilySpec(
             key=self.key,
             role=ROLE_OCCURRENCE,
@@ -138,6 +154,7 @@ class OccurrenceFamily:
                         self.validate_source_references),
             durable_record=self.durable_record,
             describe_raw_record=self.describe_raw_record,
+            docs=docs,
             registry_kind=self.registry_kind,
         )
 

@@ -33,6 +33,7 @@ from domain.families.base import (
     ROLE_RECONCILIATION,
     Adapted,
     EvaluationContext,
+    FamilyDocs,
     FamilySpec,
     ListedEntry,
     StrictModel,
@@ -457,7 +458,25 @@ class ReconciliationFamily:
     def registry_names(rec: ReconciledRecord) -> tuple[str, ...]:
         return (rec.name, *rec.aliases)
 
-    def spec(self, policy_version: str) -> FamilySpec:
+    # --- the data dictionary ------------------------------------------------------------------
+
+    def docs(self, intro: str, example: dict) -> FamilyDocs:
+        """The family's data-dictionary entry: its intro and example, the fields' meanings shared."""
+        noun, registry = self.words.noun, f"{self.kind}-registry"
+        return FamilyDocs(intro, {
+            "records[].name": f"The {noun}'s name in the merged registry; no two entities share a folded name or "
+                              "alias.",
+            "records[].aliases": f"Other names of the same {noun}; empty when none.",
+            "records[].description": f"A short description of the {noun}.",
+            "records[].members": f"The accepted `{registry}` entries (of this source's chunks) merged into this "
+                                 "entity, in document order; every entry belongs to exactly one entity.",
+            "records[].members[].chunk_id": f"The chunk whose `{registry}` artifact holds the entry.",
+            "records[].members[].name": "The entry's `name` in that artifact.",
+            "records[].evidence": "The union of the members' evidence, sorted by document position, without "
+                                  "duplicates.",
+        }, example)
+
+    def spec(self, policy_version: str, docs: FamilyDocs) -> FamilySpec:
         return FamilySpec(
             key=self.key,
             role=ROLE_RECONCILIATION,
@@ -471,6 +490,7 @@ class ReconciliationFamily:
             validators=(self.validate_proposal,),
             durable_record=self.durable_record,
             describe_raw_record=self.describe_raw_record,
+            docs=docs,
             registry_kind=self.kind,
             registry_names=self.registry_names,
             durable_record_schema=durable_reconciled_schema(),

@@ -5,7 +5,7 @@ Each registry response is ``{"<list_field>": [{"name", "aliases", "description",
 aliases non-blank and unique across entries after case and whitespace
 folding, and every cited range inside the chunk. A family module declares its
 response model (the top-level field differs) and its nouns, and gets its
-:class:`FamilySpec` from :func:`registry_spec`.
+:class:`FamilySpec` from :meth:`RegistryFamily.spec`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from domain.families.base import (
     Adapted,
     EvaluationContext,
     EvidenceList,
+    FamilyDocs,
     FamilySpec,
     StrictModel,
 )
@@ -110,7 +111,20 @@ class RegistryFamily:
     def registry_names(rec: RegistryRecord) -> tuple[str, ...]:
         return (rec.name, *rec.aliases)
 
-    def spec(self, policy_version: str, judges: tuple[JudgeSpec, ...] = ()) -> FamilySpec:
+    # --- the data dictionary ------------------------------------------------------------------
+
+    def docs(self, intro: str, example: dict) -> FamilyDocs:
+        """The family's data-dictionary entry: its own intro and example, the fields' meanings shared."""
+        noun = self.noun
+        return FamilyDocs(intro, {
+            "records[].name": f"The {noun}'s name as the transcript most often gives it; unique within the artifact "
+                              "after case and whitespace folding.",
+            "records[].aliases": f"Other names, titles or spellings of the same {noun} in the chunk; empty when "
+                                 "none. Never blank, never another entry's name.",
+            "records[].description": f"A short description of the {noun}, from the chunk.",
+        }, example)
+
+    def spec(self, policy_version: str, docs: FamilyDocs, judges: tuple[JudgeSpec, ...] = ()) -> FamilySpec:
         return FamilySpec(
             key=self.key,
             role=ROLE_REGISTRY,
@@ -123,14 +137,10 @@ class RegistryFamily:
             validators=(self.validate_identity, self.validate_source_references),
             durable_record=self.durable_record,
             describe_raw_record=self.describe_raw_record,
+            docs=docs,
             registry_kind=self.kind,
             registry_names=self.registry_names,
             judges=judges,
             record_subject=self.subject,
         )
 
-
-def registry_spec(
-    key: str, kind: str, noun: str, list_field: str, response_model: type[StrictModel], policy_version: str
-) -> FamilySpec:
-    return RegistryFamily(key, kind, noun, list_field, response_model).spec(policy_version)

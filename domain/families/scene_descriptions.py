@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from domain.assets import llm_schema_path, load_json_asset
-from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilySpec, JsonInt, StrictModel
+from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilyDocs, FamilySpec, JsonInt, StrictModel
 from domain.families.common import RecordIssues, raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
@@ -187,6 +187,21 @@ SPEC = FamilySpec(
     validators=(validate_scene_count, validate_shape, validate_range),
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
+    docs=FamilyDocs(
+        intro="One record is the one scene of a scene chunk (exactly one per artifact). Its range is the scene "
+              "chunk's own and is never reordered.",
+        fields={
+            "records[].source_id": "The transcript (the artifact's `source_id`).",
+            "records[].kind": "What the scene is mainly about.",
+            "records[].title": "A short title for the scene.",
+            "records[].summary": "What happens in the scene, in a few sentences.",
+            "records[].start_unit_id": "The scene chunk's first unit, exactly.",
+            "records[].end_unit_id": "The scene chunk's last unit, exactly.",
+        },
+        example={"source_id": "crd3:C1E001", "kind": "combat", "title": "Combat: tunnel",
+                 "summary": "ORION opens with \"Yeah.\"; LAURA closes with \"All of them?\".",
+                 "start_unit_id": 1561, "end_unit_id": 1680},
+    ),
     durable_record_schema=durable_scene_schema(),
     policy_extras={"scenes_per_chunk": SCENES_PER_CHUNK, "exact_range": "chunk_first_last"},
 )

@@ -9,7 +9,8 @@ from typing import Any
 from domain.judges import JudgeSpec
 from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
-from domain.families.base import ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilySpec, JsonInt, StrictModel, fold_name
+from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
+                                  StrictModel, fold_name)
 from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name, render_number
@@ -161,6 +162,22 @@ SPEC = FamilySpec(
     validators=(validate_shape, validate_catalog, validate_source_references),
     durable_record=durable_record,
     describe_raw_record=describe_raw_record,
+    docs=FamilyDocs(
+        intro="One record is one spell cast in the chunk.",
+        fields={
+            "records[].spell_name": "The spell as named in the transcript (SRD spells are checked against the "
+                                    "catalog; unknown names are allowed).",
+            "records[].caster_name": "Who casts it, as named in the transcript.",
+            "records[].cast": "How it is cast.",
+            "records[].cast.level": "Slot level 0-9 (0 for a cantrip); null when not stated. For a catalog spell, "
+                                    "at least its base level.",
+            "records[].cast.as_ritual": "Cast as a ritual; true only for a spell the catalog tags as ritual.",
+            "records[].cast.target_names": "Who or what it targets, as named; empty when not stated.",
+        },
+        example={"spell_name": "Lightning Bolt", "caster_name": "MATT",
+                 "cast": {"level": 3, "as_ritual": False, "target_names": ["Pike", "Hope"]},
+                 "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 2139, "end_unit_id": 2139}]},
+    ),
     policy_extras={"max_level": MAX_LEVEL, "catalog": fingerprint(read_asset(CATALOG_ASSET))},
     judges=(JudgeSpec("spell-cast", KEY, "the named caster casts the named spell in the cited lines, not only "
                                          "mentions it"),),
