@@ -375,7 +375,7 @@ def _manifest_items(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
                 key = "<output>"
             elif prefix.endswith("by_input."):
                 key = "<input>"
-            elif prefix == "judges.":
+            elif prefix in ("judges.", "verdict_usage."):
                 key = "<judge>"
             elif key in FAMILIES:
                 key = "<family>"
@@ -477,7 +477,9 @@ def render() -> str:
         out += ["## A comparison folder", "",
                 "`notarius-reprocess compare RUN_A RUN_B --output DIR` compares two run folders (each must verify) "
                 "and writes, under `DIR`, `compare.json` (per family and in total: transition counts, accepted "
-                "artifacts changed or not, reason codes in A and B, requests of A answered in B), `compare.html` "
+                "artifacts changed or not, reason codes in A and B, requests of A answered in B; and `cost`: each run's "
+                "attempts per family and verdict, tokens and, with `--prices`, money, and the revision's refresh "
+                "round, B's attempts answering A's refresh requests; `docs/batch.md`), `compare.html` "
                 "(the same at a glance), its own `manifest.json`, and:", ""]
         for doc in compare_docs:
             out += _output_section(doc, "###")

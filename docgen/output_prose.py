@@ -171,6 +171,18 @@ EVALUATIONS = OutputDoc(
         "endpoints_reordered": "How many of the response's cited ranges the job put in document order (their "
                                "endpoints came back reversed). An accepted slot whose every passing attempt has "
                                "a count above zero is a producer retry saved (manifest `endpoint_ordering`).",
+        "producer": "Who made the attempt, as its candidate record named it (`provider`, `model`): what its "
+                    "usage is priced as (`--prices` of the report and compare, `docs/batch.md`).",
+        "producer.provider": "e.g. `openai` (both OpenAI targets' answers), `anthropic`; `simulated` in the demo.",
+        "producer.model": "The model, as the candidate record named it.",
+        "usage": "What the provider billed for the attempt, as its candidate carried it (`import-batch` fills it "
+                 "from every provider's result); null when the candidate said nothing: its cost is then unknown, "
+                 "never zero. The report and compare add these up per family and verdict.",
+        "usage.input_tokens": "Every token of the prompt, cached ones included.",
+        "usage.output_tokens": "Every token generated, reasoning included.",
+        "usage.cached_input_tokens": "The part of `input_tokens` read from a prompt cache; null when the provider "
+                                     "did not say (priced as uncached).",
+        "usage.batch": "Whether the answer came through a provider's batch API (its batch discount applies).",
     },
     example={
         "candidate_id": "c-a1b48f1d41ea1ec3", "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0061",
@@ -180,6 +192,8 @@ EVALUATIONS = OutputDoc(
                    {"validator": "spells.catalog", "reason_code": "not_a_ritual",
                     "location": "spells[0].cast.as_ritual", "message": "Wall of Stone has no ritual tag"}],
         "endpoints_reordered": 0,
+        "producer": {"provider": "openai", "model": "gpt-4.1-mini"},
+        "usage": {"input_tokens": 4892, "output_tokens": 228, "cached_input_tokens": 508, "batch": True},
     },
 )
 
@@ -282,6 +296,10 @@ MANIFEST_BLOCKS: dict[str, str] = {
                             "unmatched or a dead letter (`docs/judges.md`).",
     "judges": "Per judge of the run (`--judges`): its family and fingerprint, the judge requests written and what "
               "its verdicts came to. Empty without `--judges`.",
+    "verdict_usage": "Per judge of the run (`--judges`): what its verdict records were billed, as each carried it "
+                     "(`usage`): in total and per producer (provider, model, batch or not: what `--prices` prices). "
+                     "Verdicts without usage add nothing (their cost is unknown); a judge's verdict records are "
+                     "`judges.<judge>` applied + superseded + unusable + stale + unmatched. Empty without `--judges`.",
     "unreadable_files": "Input files that could not be read to their end (corrupt compression, a cut Avro file): "
                         "how many records their damaged part held is unknown, so their input's `holds` is false "
                         "and the job exits 2.",
@@ -389,6 +407,18 @@ MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "judges.<judge>.unjudged": ("integer", "Attempts decided by the rules alone: asked `--max-judge-attempts` "
                                            "times without a usable answer, or replaced by a refresh this run."),
     "judges.<judge>.awaiting": ("integer", "Slots deferred waiting for its verdict (`awaiting_judgment`)."),
+    **{f"verdict_usage.<judge>{where}.{name}": ("integer", meaning) for where in ("", ".by_producer[]")
+       for name, meaning in (
+           ("with_usage", "Verdict records that carried a usage."),
+           ("input_tokens", "Their billed input tokens (cached ones included)."),
+           ("cached_input_tokens", "The part of those read from a cache, where the provider said it."),
+           ("cached_unknown", "Those verdicts whose cached input the provider did not say."),
+           ("output_tokens", "Their billed output tokens."))},
+    "verdict_usage.<judge>.by_producer": ("array of object", "Per producer of its verdicts that carried a usage "
+                                                              "(sorted by provider, model, batch)."),
+    "verdict_usage.<judge>.by_producer[].provider": ("string", "The verdicts' `producer.provider` (e.g. `openai`)."),
+    "verdict_usage.<judge>.by_producer[].model": ("string", "Their `producer.model`."),
+    "verdict_usage.<judge>.by_producer[].batch": ("boolean", "Whether they came through a batch API (`usage.batch`)."),
     "unreadable_files.count": ("integer", "Files that could not be read to their end (0 in a sound run)."),
     "unreadable_files.by_input.<input>": ("integer", "Of those, the files of one input (`transcripts`, "
                                                      "`candidates`, `prior_registries`); inputs with none are "
@@ -468,6 +498,12 @@ MANIFEST_EXAMPLE: dict[str, Any] = {
         "family": "combat-turns", "fingerprint": "sha256:d0105a96c85797a24a08fd4b017eca0f5b4d496675370ac80d0469622d09afa9",
         "requests": 0, "pass": 0, "fail": 0, "unsure": 0, "unusable": 0, "stale": 0, "unmatched": 0, "superseded": 0,
         "unjudged": 0, "awaiting": 0}},
+    "verdict_usage": {"combat-semantics": {
+        "with_usage": 146, "input_tokens": 229188, "cached_input_tokens": 18624, "cached_unknown": 0,
+        "output_tokens": 1620,
+        "by_producer": [{"provider": "openai", "model": "sim-2", "batch": True, "with_usage": 146,
+                         "input_tokens": 229188, "cached_input_tokens": 18624, "cached_unknown": 0,
+                         "output_tokens": 1620}]}},
     "unreadable_files": {"by_input": {}, "conservation_not_provable_for": [], "count": 0, "paths": [],
                          "records_may_be_missing": False},
 }

@@ -17,6 +17,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Mapping
 
+import orjson
+
 # The manifest's outcome table (SPEC §6): a slot's outcome (accepted, retry, exhausted, deferred)
 # once per slot, superseded and stale once per candidate. The one definition.
 OUTCOME_ACCEPTED = "accepted"
@@ -209,4 +211,33 @@ def estimates(counts: Mapping[str, int]) -> dict[str, dict[str, dict[str, int]]]
         if key.startswith(ESTIMATE_PREFIX):
             kind, family, measure = key[len(ESTIMATE_PREFIX):].split("/")
             found.setdefault(kind, {}).setdefault(family, dict.fromkeys(ESTIMATE_MEASURES, 0))[measure] = value
+    return found
+
+
+# --- what the judges' answers were billed (SPEC §6.4) ------------------------------------------
+
+# "verdict_usage/<JSON [judge, provider, model, batch, measure]>" per verdict record of a judge of the
+# run (applied, superseded, unusable, stale or unmatched: every one its judge's counters count) that
+# carries a usage; nothing is added for a verdict without one, so a run whose verdicts carry none
+# counts what it counted before. The key is JSON: provider and model names are the producer's own
+# text and may hold any character. The manifest's ``verdict_usage`` block reads them back.
+VERDICT_USAGE_PREFIX = "verdict_usage/"
+USAGE_WITH = "with_usage"
+USAGE_CACHED_UNKNOWN = "cached_unknown"
+USAGE_MEASURES = (USAGE_WITH, "input_tokens", "cached_input_tokens", USAGE_CACHED_UNKNOWN, "output_tokens")
+
+
+def verdict_usage(judge_name: str, provider: str, model: str, batch: bool, measure: str) -> str:
+    """``measure`` is one of :data:`USAGE_MEASURES`."""
+    return VERDICT_USAGE_PREFIX + orjson.dumps([judge_name, provider, model, batch, measure]).decode("utf-8")
+
+
+def verdict_usages(counts: Mapping[str, int]) -> dict[str, dict[tuple[str, str, bool], dict[str, int]]]:
+    """Judge -> (provider, model, batch) -> {measure: value} for every verdict usage counted."""
+    found: dict[str, dict[tuple[str, str, bool], dict[str, int]]] = {}
+    for key, value in counts.items():
+        if key.startswith(VERDICT_USAGE_PREFIX):
+            judge_name, provider, model, batch, measure = orjson.loads(key[len(VERDICT_USAGE_PREFIX):])
+            cell = found.setdefault(judge_name, {}).setdefault((provider, model, batch), dict.fromkeys(USAGE_MEASURES, 0))
+            cell[measure] = value
     return found

@@ -32,7 +32,7 @@ from domain.assets import fingerprint, llm_schema_path, load_json_asset, read_as
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, quote_name
 from domain.model_safety import internal_tokens
-from domain.usage import UsageError, parse_usage
+from domain.usage import Usage, UsageError, parse_usage
 
 VERDICT_PASS = "pass"
 VERDICT_FAIL = "fail"
@@ -187,6 +187,8 @@ class VerdictRecord:
     raw_response: str
     received_at: str
     line: bytes
+    # What the provider billed for the judge's answer (SPEC §3.3, §6.4); None when the record says nothing.
+    usage: Usage | None = None
 
     @property
     def judged_sha256(self) -> str:
@@ -222,12 +224,12 @@ def parse_verdict(line: bytes) -> VerdictRecord:
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise VerdictEnvelopeError("verdict field 'producer' must be an object with string 'provider' and 'model'")
     try:
-        parse_usage(record.get("usage"))  # checked as a candidate's is (SPEC §3.2); not used by the job
+        usage = parse_usage(record.get("usage"))  # checked as a candidate's is (SPEC §3.2); the manifest totals it
     except UsageError as exc:
         raise VerdictEnvelopeError(f"verdict {exc}") from None
     return VerdictRecord(record["verdict_id"], record["request_id"], record["judge"], record["judge_fingerprint"],
                          record["candidate_id"], record["candidate_sha256"], producer["provider"], producer["model"],
-                         record["raw_response"], record["received_at"], line)
+                         record["raw_response"], record["received_at"], line, usage)
 
 
 # --- a judge's answer ---------------------------------------------------------------------------

@@ -101,6 +101,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
         },
         "verdict_conservation": verdicts,
         "judges": judges,
+        "verdict_usage": verdict_usage_block(counts, options.get("judges") or ()),
         "refresh": refresh,
         "fingerprints": current_asset_fingerprints(),
         "options": dict(options),
@@ -119,6 +120,20 @@ def judges_block(counts: Mapping[str, int], judge_names) -> dict:
         judge = declared[name]
         block[name] = {"family": judge.family, "fingerprint": judge.fingerprint(),
                        **counted.get(name, dict.fromkeys(c.JUDGE_COUNTERS, 0))}
+    return block
+
+
+def verdict_usage_block(counts: Mapping[str, int], judge_names) -> dict:
+    """Per judge of the run (SPEC §6.4): what its verdict records were billed, as they carried it (a verdict
+    without ``usage`` adds nothing: ``with_usage`` of the judge's verdicts, the rest of them unknown), in
+    total and per producer (provider, model, and whether through a batch API: what prices them)."""
+    found = c.verdict_usages(counts)
+    block = {}
+    for name in sorted(judge_names):
+        by_producer = [{"provider": provider, "model": model, "batch": batch, **measures}
+                       for (provider, model, batch), measures in sorted(found.get(name, {}).items())]
+        block[name] = {**{measure: sum(cell[measure] for cell in by_producer) for measure in c.USAGE_MEASURES},
+                       "by_producer": by_producer}
     return block
 
 

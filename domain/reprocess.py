@@ -192,11 +192,31 @@ def _verdicts_by_candidate(lines: Sequence[bytes], admitted: Sequence[Candidate]
         if verdict.judge not in config.judges or (
                 cand is not None and all(j.name != verdict.judge for j in FAMILIES[cand.family].judges)):
             counts[counters.VERDICTS_OTHER_JUDGE] += 1
-        elif cand is None or verdict.judged_sha256 != raw_response_sha256(cand.raw_response):
+            continue
+        if verdict.usage is not None:  # SPEC 6.4: what the judge's answer cost, whatever becomes of it
+            _count_verdict_usage(counts, verdict)
+        if cand is None or verdict.judged_sha256 != raw_response_sha256(cand.raw_response):
             counts[counters.judge(verdict.judge, counters.JUDGE_UNMATCHED)] += 1
         else:
             found[verdict.candidate_id].append(verdict)
     return {cid: tuple(found_verdicts) for cid, found_verdicts in found.items()}
+
+
+def _count_verdict_usage(counts: Counter, verdict: VerdictRecord) -> None:
+    """One verdict's billed tokens, under its judge and producer (the manifest's ``verdict_usage``)."""
+    usage = verdict.usage
+    assert usage is not None
+
+    def key(measure: str) -> str:
+        return counters.verdict_usage(verdict.judge, verdict.provider, verdict.model, usage.batch, measure)
+
+    counts[key(counters.USAGE_WITH)] += 1
+    counts[key("input_tokens")] += usage.input_tokens
+    counts[key("output_tokens")] += usage.output_tokens
+    if usage.cached_input_tokens is None:
+        counts[key(counters.USAGE_CACHED_UNKNOWN)] += 1
+    else:
+        counts[key("cached_input_tokens")] += usage.cached_input_tokens
 
 
 @lru_cache(maxsize=None)

@@ -11,7 +11,7 @@ nullability and closed value sets, and a built row validates against both.
 | output | shape | builder |
 |---|---|---|
 | ``artifacts/<family>/`` | :class:`ArtifactRow` (:class:`ProvenanceRow`, :class:`ProducerRow`) | :func:`artifact_row` |
-| ``evaluations/`` | :class:`EvaluationRow` (:class:`IssueRow`) | :func:`evaluation_row` |
+| ``evaluations/`` | :class:`EvaluationRow` (:class:`IssueRow`, :class:`ProducerRow`, :class:`UsageRow`) | :func:`evaluation_row` |
 | ``retry_requests/`` | :class:`RequestRow` | :func:`retry_request_row`, :func:`refresh_request_row` |
 | ``dead_letters/`` | :class:`DeadLetterRow` | :func:`dead_letter_row` |
 
@@ -48,6 +48,21 @@ class IssueRow(TypedDict):
     message: str
 
 
+class ProducerRow(TypedDict):
+    provider: str
+    model: str
+
+
+class UsageRow(TypedDict):
+    """What the provider billed for the attempt (SPEC §3.2 ``usage``, ``domain.usage``), as the
+    candidate carried it."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int | None
+    batch: bool
+
+
 class EvaluationRow(TypedDict):
     candidate_id: str
     family: str
@@ -57,11 +72,10 @@ class EvaluationRow(TypedDict):
     verdict: Literal["accepted", "superseded", "rejected", "deferred"]
     issues: list[IssueRow]
     endpoints_reordered: int
-
-
-class ProducerRow(TypedDict):
-    provider: str
-    model: str
+    # Who made the attempt and what it was billed (null when the candidate said nothing): what the
+    # report and compare price (SPEC §6.4).
+    producer: ProducerRow
+    usage: UsageRow | None
 
 
 class JudgedByRow(TypedDict):
@@ -147,6 +161,8 @@ class Candidate(Protocol):
     def schema_fingerprint(self) -> str: ...
     @property
     def raw_response(self) -> str: ...
+    @property
+    def usage(self) -> Any: ...  # domain.usage.Usage or None
 
 
 def evaluation_row(cand: Candidate, verdict: str, issues: tuple[Issue, ...], endpoints_reordered: int = 0) -> EvaluationRow:
@@ -160,6 +176,8 @@ def evaluation_row(cand: Candidate, verdict: str, issues: tuple[Issue, ...], end
         "verdict": verdict,  # type: ignore[typeddict-item]  # one of VERDICTS
         "issues": operator_issue_records(issues) if issues else [],  # type: ignore[typeddict-item]  # most have none
         "endpoints_reordered": endpoints_reordered,
+        "producer": {"provider": cand.producer.provider, "model": cand.producer.model},
+        "usage": cand.usage.as_record() if cand.usage is not None else None,  # type: ignore[typeddict-item]
     }
 
 

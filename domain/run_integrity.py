@@ -486,6 +486,51 @@ def _count_problems(read: ManifestReader, rows: Mapping[str, int], families: lis
     return problems
 
 
+# verdict_usage (SPEC §6.4): per judge, these totals are the sums of its by_producer cells.
+USAGE_MEASURES = ("with_usage", "input_tokens", "cached_input_tokens", "cached_unknown", "output_tokens")
+# A judge's verdict records: applied (pass, fail, unsure) and the others its counters count.
+_JUDGE_VERDICT_PARTS = ("pass", "fail", "unsure", "superseded", "unusable", "stale", "unmatched")
+
+
+def _verdict_usage_problems(read: ManifestReader) -> list[str]:
+    """``verdict_usage`` against itself and the ``judges`` block: the same judges, each judge's totals the sums
+    of its producers' cells, no more verdicts with usage than the judge's verdict records, no more cached input
+    tokens than input tokens. A manifest made before the block (none) is not checked."""
+    if not isinstance(read.manifest, Mapping) or "verdict_usage" not in read.manifest:
+        return []
+    block, judges = read.block("verdict_usage"), read.block("judges")
+    if block is None:
+        return []
+    problems = []
+    if judges is not None and sorted(map(str, block)) != sorted(map(str, judges)):
+        problems.append(f"the manifest contradicts itself: verdict_usage lists {sorted(map(str, block))}, judges "
+                        f"{sorted(map(str, judges))}")
+    for name in block:
+        cells = read.manifest["verdict_usage"][name].get("by_producer") if isinstance(
+            read.manifest["verdict_usage"][name], Mapping) else None
+        if not (isinstance(cells, list) and all(
+                isinstance(c, Mapping) and isinstance(c.get("provider"), str) and isinstance(c.get("model"), str)
+                and isinstance(c.get("batch"), bool) and all(is_count(c.get(m)) for m in USAGE_MEASURES)
+                for c in cells)):
+            read.note(f"manifest: verdict_usage.{name}.by_producer is {shown(cells)}, not a list of usage cells")
+            continue
+        totals = {measure: read.count("verdict_usage", name, measure) for measure in USAGE_MEASURES}
+        for measure, total in totals.items():
+            problems += _contradiction(f"verdict_usage.{name}.{measure}", total,
+                                       f"the sum of verdict_usage.{name}.by_producer[].{measure}",
+                                       sum(int(c[measure]) for c in cells))
+        if totals["cached_input_tokens"] is not None and totals["input_tokens"] is not None \
+                and totals["cached_input_tokens"] > totals["input_tokens"]:
+            problems.append(f"the manifest contradicts itself: verdict_usage.{name}.cached_input_tokens "
+                            f"{totals['cached_input_tokens']} > input_tokens {totals['input_tokens']}")
+        if judges is not None and name in judges:
+            records = _sum(read.count("judges", name, part) for part in _JUDGE_VERDICT_PARTS)
+            if records is not None and totals["with_usage"] is not None and totals["with_usage"] > records:
+                problems.append(f"the manifest contradicts itself: verdict_usage.{name}.with_usage "
+                                f"{totals['with_usage']} > its {records} verdict records (judges.{name})")
+    return problems
+
+
 def _claim_problems(manifest: Mapping[str, Any], listed: Mapping[str, OutputFile]) -> list[str]:
     """What the manifest claims, checked against its listing and against itself: missing or undeclared
     outputs, then values missing or of the wrong type, conservation, and counts that disagree."""
@@ -497,7 +542,7 @@ def _claim_problems(manifest: Mapping[str, Any], listed: Mapping[str, OutputFile
     outputs = _output_problems(rows, families)
     unreadable, unreadable_problems = _unreadable_files(read)
     conservation = _conservation_problems(read, unreadable)
-    counts = _count_problems(read, rows, families)
+    counts = _count_problems(read, rows, families) + _verdict_usage_problems(read)
     return outputs + list(read.problems) + conservation + unreadable_problems + counts
 
 

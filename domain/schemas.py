@@ -185,6 +185,16 @@ EVALUATION_SCHEMA_JSON = "outputs/evaluation.v1.json"
 EVALUATION_SCHEMA_AVRO = "outputs/evaluation.v1.avsc"
 ENDPOINTS_REORDERED_DOC = ("Cited ranges of this response whose endpoints the job put in document order "
                            "(SPEC §5 step 3); a passing attempt with a count above zero passes because of it.")
+PRODUCER_DOC = "Who made the attempt: the candidate's producer (SPEC §3.2), the provider and model that answered."
+USAGE_DOC = ("What the provider billed for the attempt, as the candidate carried it (SPEC §3.2 usage, §6.4); null "
+             "when it said nothing (its cost is then unknown, never zero).")
+USAGE_FIELDS = (  # (name, JSON Schema, Avro type, doc): the one usage shape (domain.usage)
+    ("input_tokens", {"type": "integer", "minimum": 0}, "long", "Every token of the prompt, cached ones included."),
+    ("output_tokens", {"type": "integer", "minimum": 0}, "long", "Every token generated, reasoning included."),
+    ("cached_input_tokens", {"type": ["integer", "null"], "minimum": 0}, ["null", "long"],
+     "The part of input_tokens read from a cache; null when the provider did not say."),
+    ("batch", {"type": "boolean"}, "boolean", "Whether the answer came through a provider's batch API."),
+)
 
 
 def evaluation_json_schema() -> dict:
@@ -195,7 +205,7 @@ def evaluation_json_schema() -> dict:
         "type": "object",
         "additionalProperties": False,
         "required": ["candidate_id", "family", "source_id", "chunk_id", "attempt", "verdict", "issues",
-                     "endpoints_reordered"],
+                     "endpoints_reordered", "producer", "usage"],
         "properties": {
             "candidate_id": {"type": "string"},
             "family": {"type": "string"},
@@ -207,6 +217,13 @@ def evaluation_json_schema() -> dict:
                 "type": "object", "additionalProperties": False, "required": list(issue_fields),
                 "properties": {name: {"type": "string"} for name in issue_fields}}},
             "endpoints_reordered": {"type": "integer", "minimum": 0, "description": ENDPOINTS_REORDERED_DOC},
+            "producer": {"type": "object", "additionalProperties": False, "required": ["provider", "model"],
+                         "properties": {"provider": {"type": "string"}, "model": {"type": "string"}},
+                         "description": PRODUCER_DOC},
+            "usage": {"type": ["object", "null"], "additionalProperties": False,
+                      "required": [name for name, *_ in USAGE_FIELDS],
+                      "properties": {name: {**schema, "description": doc} for name, schema, _, doc in USAGE_FIELDS},
+                      "description": USAGE_DOC},
         },
     }
 
@@ -229,6 +246,11 @@ def evaluation_avro_schema() -> dict:
                 "fields": [{"name": name, "type": "string"}
                            for name in ("validator", "reason_code", "location", "message")]}}},
             {"name": "endpoints_reordered", "type": "long", "doc": ENDPOINTS_REORDERED_DOC},
+            {"name": "producer", "type": {"type": "record", "name": "EvaluationProducer", "fields": [
+                {"name": "provider", "type": "string"}, {"name": "model", "type": "string"}]}, "doc": PRODUCER_DOC},
+            {"name": "usage", "type": ["null", {"type": "record", "name": "EvaluationUsage", "fields": [
+                {"name": name, "type": avro, "doc": doc} for name, _, avro, doc in USAGE_FIELDS]}],
+             "doc": USAGE_DOC},
         ],
     }
 

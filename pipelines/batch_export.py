@@ -36,14 +36,13 @@ from domain.batch.export import (
     INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.estimate import estimate_counts, estimate_summary, unpriced_line
-from domain.batch.prices import PricesError, parse_prices
 from domain.batch.providers import PROVIDERS, RequestSettings
 from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE, REQUEST_KINDS
 from pipelines.guards import claimed_output
-from pipelines.options import (JobOption, OptionsError, beam_options, command_parser, parse_choices,
-                               parse_command, parse_families, required_files)
+from pipelines.options import (PRICES_OPTION, JobOption, OptionsError, beam_options, command_parser, parse_choices,
+                               parse_command, parse_families, read_prices, required_files)
 from pipelines.verify import require_verified
 from runners.workarounds import send_stage_inputs_whole
 from pipelines.interruption import run_command
@@ -93,9 +92,7 @@ EXPORT_OPTIONS: tuple[JobOption, ...] = (
                                     "others are filtered.", existing_file=True),
     JobOption("--max-record-bytes", "Larger input records become dead letters (default 8 MiB).",
               default=DEFAULT_MAX_RECORD_BYTES, type=int, minimum=1),
-    JobOption("--prices", "Your prices (JSON, docs/batch.md): the estimate then states money, batch discount "
-                          "taken off. None are built in; a model the file lacks is named and its cost left unknown.",
-              existing_file=True),
+    PRICES_OPTION,
 )
 DESCRIPTION = __doc__.split("\n\n")[0]
 
@@ -317,16 +314,6 @@ def _preflight(args: argparse.Namespace) -> None:
         required_files("--candidates", judged)
     args.request_ids = read_request_ids(args.only_request_ids) if args.only_request_ids else None
     args.price_table = read_prices(args.prices) if args.prices else None
-
-
-def read_prices(path: str):
-    """The operator's price table; OptionsError (one line, nothing written) when the file is not one."""
-    with FileSystems.open(path) as handle:
-        data = handle.read()
-    try:
-        return parse_prices(data)
-    except PricesError as exc:
-        raise OptionsError(f"--prices {path!r}: {exc}") from None
 
 
 def _writes() -> list[str]:

@@ -37,7 +37,10 @@ from domain.assets import load_json_asset
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
 from pipelines.guards import claimed_output
-from pipelines.options import JobOption, OptionsError, beam_options, parse_command, wants_help
+from analysis.cost import unpriced_line
+from pipelines.cost_page import comparison_cost_section
+from pipelines.options import PRICES_OPTION, JobOption, OptionsError, beam_options, parse_command, read_prices, wants_help
+from pipelines.run_cost import comparison_cost
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
 from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import require_verified
@@ -70,6 +73,7 @@ COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=FORMATS),
     JobOption("--overwrite", "Replace what --output holds (removed, the earlier manifest first, before this "
                              "comparison writes).", default=False, switch=True),
+    PRICES_OPTION,
 )
 DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slots whose outcome or accepted records "
                "differ), compare.json, compare.html and manifest.json under --output. Any Beam option passes through.")
@@ -155,7 +159,8 @@ def slot_rows(comparison) -> list[dict]:
 
 
 def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
-                   output: str, fmt: str, options: Mapping[str, Any], runner_name: str) -> None:
+                   output: str, fmt: str, options: Mapping[str, Any], runner_name: str,
+                   cost: Mapping[str, Any] | None = None) -> None:
     facts, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
     comparisons = facts | "CompareSlots" >> CompareSlots()
 
@@ -184,7 +189,7 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         | "Tally" >> beam.Map(lambda comparison: comparison.tally())
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
         | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
-                                 examples=beam.pvalue.AsSingleton(examples))
+                                 examples=beam.pvalue.AsSingleton(examples), cost=cost)
         | "WriteDocuments" >> beam.Map(write_documents, output)
         # The commit record: after the documents and every slot file are in place.
         | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
@@ -193,13 +198,15 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
 
 
 def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict,
-                examples: dict) -> Iterable[dict]:
-    """compare.json from the summed tallies, the reading step's counts and the first changed slots; none when
-    a block held a row of the wrong type (then nothing is written after it: no manifest commits)."""
+                examples: dict, cost: Mapping[str, Any] | None = None) -> Iterable[dict]:
+    """compare.json from the summed tallies, the reading step's counts and the first changed slots (and what
+    the runs cost, ``pipelines.run_cost.comparison_cost``); none when a block held a row of the wrong type
+    (then nothing is written after it: no manifest commits)."""
     if tallies.get(REFUSED_TALLY):
         return
-    yield comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
-                               examples=examples)
+    document = comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
+                                   examples=examples)
+    yield document if cost is None else {**document, "cost": dict(cost)}
 
 
 def writer_schema(fmt: str):
@@ -401,6 +408,7 @@ def render_comparison(document: Mapping[str, Any]) -> str:
         "<h1>notarius-reprocess comparison</h1>",
         f'<p class="meta">{e(meta)}</p>',
         comparison_sections(document),
+        comparison_cost_section(document),
         "</main></body></html>",
     ]) + "\n"
 
@@ -445,17 +453,26 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
             except SystemExit as refused:
                 raise OptionsError(f"run {run_name.upper()}: {refused}") from None
 
-    options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=both_runs_verify)
+    prices = []
+
+    def preflight() -> None:
+        both_runs_verify()
+        prices.append(read_prices(args.prices) if args.prices else None)  # a file that is not one: one line
+
+    options = beam_options(PROG, beam_args, _job_flags(), DEFAULT_RUNNER, preflight=preflight)
     standard = options.view_as(StandardOptions)
     runs = {run_name: normalized_folder(folder) for run_name, folder in zip(RUNS, folders)}
     # Every file of either run is an input: the comparison may be written neither in a run folder nor around one.
     inputs = {f"RUN_{run_name.upper()}": join_path(literal_pattern(runs[run_name]), "**") for run_name in RUNS}
     with claimed_output(PROG, args.output, inputs=inputs, writes=_writes(), overwrite=args.overwrite,
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
-        recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format}
+        recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format,
+                    "prices": args.prices}
+        # What the runs cost (SPEC 6.4): read here, beside the job, from both runs' rows.
+        cost = comparison_cost(runs, prices[0], args.prices)
         send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
-            build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner)
+            build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner, cost)
         if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed
             problem = first_row_error(runs, manifests)
             remove_folder_contents(folder)  # claimed empty: all of it is this command's (slots/, documents)
@@ -509,13 +526,42 @@ def format_summary(document: Mapping[str, Any], output: str) -> str:
     lines.append(f"conservation: {slots['slots_in_a_or_b']} slots = {slots['counted_in_transitions']} in transitions, "
                  f"rows read as listed: {'yes' if rows['holds'] else 'NO'} -> "
                  f"{'holds' if document['conservation']['holds'] else 'DOES NOT HOLD'}")
+    lines.extend(cost_summary_lines(document))
     lines.append(f"outputs under {output}: {SLOTS_OUTPUT}/ (the changed slots), {COMPARE_JSON}, {COMPARE_HTML}, "
                  f"{MANIFEST_NAME}")
     return "\n".join(lines)
 
 
+def cost_summary_lines(document: Mapping[str, Any]) -> list[str]:
+    """What compare prints of the cost (SPEC 6.4): B's attempts beside A's, and the refresh round."""
+    cost = document.get("cost")
+    if not cost:
+        return []
+    has_prices = cost["prices"]["file"] is not None
+    currency = cost["prices"]["currency"]
+
+    def said(total: Mapping[str, Any]) -> str:
+        if not has_prices:
+            return (f"{total['input_tokens']:,} input + {total['output_tokens']:,} output tokens "
+                    f"(usage known for {total['with_usage']:,} of {total['attempts']:,})")
+        shown = "unknown" if total["cost"] is None else f"{total['cost']:.6f}" + (f" {currency}" if currency else "")
+        return f"{shown} (cost known for {total['priced'] or 0:,} of {total['attempts']:,})"
+
+    a, b = cost["attempts"]["a"]["total"], cost["attempts"]["b"]["total"]
+    refresh = cost["refresh_round"]
+    lines = [f"cost of the attempts: A {said(a)}; B {said(b)}",
+             f"the revision's refresh round (B's answers to A's {refresh['total']['attempts'] + refresh['unanswered_total']} "
+             f"refresh requests): {said(refresh['total'])}"
+             + (f"; {refresh['unanswered_total']} not answered" if refresh["unanswered_total"] else "")]
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     document, folder = compare(argv)
+    unpriced = unpriced_line((document.get("cost") or {}).get("unpriced") or (), (document.get("cost") or {}).get(
+        "prices", {}).get("file"))
+    if unpriced:
+        print(f"{PROG}: {unpriced}", file=sys.stderr)
     print(format_summary(document, folder))
     return 0 if document["conservation"]["holds"] else 2
 

@@ -7,7 +7,10 @@ backfill after a prompt revision, as a user lives it.
    attempts of one family (``--revised-family``, spells by default) were made
    under an earlier wording of its prompt, kept in ``sample/prompts/``; the
    installed assets are the revised version. Some attempts that pass every rule
-   carry a semantic defect only a judge sees (``--judge-defects``);
+   carry a semantic defect only a judge sees (``--judge-defects``). Attempts carry the usage a
+   provider could have billed for them (``--usage``, simulated from their bytes; one in ten
+   without); the demo prices tokens with ``sample/prices.example.json``: an EXAMPLE with invented
+   numbers, not any provider's prices;
 2. run 1 of the job with ``--refresh-stale --judges all`` (DirectRunner, Avro
    outputs): those slots show as stale, and each gets one refresh request; every
    other attempt that passes the rules gets its judge requests;
@@ -22,7 +25,8 @@ backfill after a prompt revision, as a user lives it.
    every verdict: a judge's fail becomes a retry whose guidance says what was found;
 8. ``compare`` sets run 1 beside run 2, slot by slot (``compare/``: what changed and why).
 
-Each run gets its retry economy (against the ground truth) and a
+Each run gets its retry economy (against the ground truth), what it cost (its attempts per family
+and verdict, its judges, its open requests, the retries canonicalization saved) and a
 self-contained HTML report: ``run1/report.html``, and ``report.html`` for run 2.
 
 Exits non-zero when a job fails, conservation does not hold, a retry request
@@ -44,7 +48,9 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import batch_export, batch_import, compare, demo_folder, reprocess, report, retry_economy
 from pipelines.truth import ground_truth
 from pipelines.guards import claimed_output
+from pipelines.options import read_prices
 from pipelines.outputs import read_manifest
+from pipelines.run_cost import Target, cost_lines
 from pipelines.interruption import run_command, signals_deferred
 from runners.collector import freeze_for_exit
 from transforms.files import (FolderLockedError, OutputFolderError, check_output_folder, folder_state,
@@ -56,18 +62,31 @@ REVISED_FAMILY = "spells"
 BATCH_MODEL = "sim-2"  # the simulated model after the revision
 
 
+EXAMPLE_PRICES = "prices.example.json"  # invented numbers for the simulated models: an EXAMPLE, not real prices
+
+
 def bundled_transcripts() -> Path:
     return Path(str(resources.files("sample").joinpath(SAMPLE_TRANSCRIPTS)))
 
 
+def example_prices() -> Path:
+    return Path(str(resources.files("sample").joinpath(EXAMPLE_PRICES)))
+
+
 def _figures(job_out: Path, truth: Path, folder: Path, comparison=None) -> retry_economy.RunFigures:
-    """Retry economy and report of one run, written to ``folder`` (with ``comparison``: (document, link to
-    its page), what changed since the baseline run)."""
+    """Retry economy, cost and report of one run, written to ``folder`` (with ``comparison``: (document, link
+    to its page), what changed since the baseline run). The open requests are priced as export-batch would
+    send them: to the simulated batch provider's model."""
     figures = retry_economy.load_figures(job_out, ground_truth(truth))
     for line in retry_economy.summary_lines(figures):
         print(f"  {line}")
+    prices = example_prices()
+    cost = report.figures_cost(figures, read_prices(str(prices)), str(prices),
+                               Target(simulated_batch.PROVIDER, BATCH_MODEL), prog=PROG)
+    for line in cost_lines(cost):
+        print(f"  {line}")
     retry_economy.write_json(figures, folder / "retry_economy.json")
-    print(f"  report: {report.write_report(figures, folder / 'report.html', comparison)}")
+    print(f"  report: {report.write_report(figures, folder / 'report.html', comparison, cost)}")
     return figures
 
 
@@ -184,8 +203,9 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
     comparison = root / "compare"
     archive.mkdir(parents=True, exist_ok=True)
 
+    print(f"prices: {example_prices()} (an EXAMPLE: invented numbers for the simulated models, not real prices)")
     print(f"1/8 simulated producer -> {archive} (first {args.revised_family} attempts under the earlier prompt; "
-          "semantic defects only a judge sees)")
+          "semantic defects only a judge sees; billed usage on the attempts)")
     simulated_producer.main([
         "--transcripts", str(args.transcripts or bundled_transcripts()),
         "--transcripts-out", str(transcripts),
@@ -195,6 +215,7 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
         "--reconciliations",
         "--revised-family", args.revised_family,
         "--judge-defects",
+        "--usage",
         *(["--candidates", str(args.candidates)] if args.candidates else []),
         # Only the revision makes attempts stale here (user overrides come after and win).
         "--defect-rate", "stale_prompt_fingerprint=0",
@@ -212,7 +233,7 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
     print(f"3/8 export-batch: the refresh, retry and judge requests -> {backfill / 'batch'}")
     export = batch_export.run([
         "--retry-requests", str(run1 / "retry_requests" / "part-*"), "--transcripts", str(transcripts),
-        "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL,
+        "--provider", simulated_batch.PROVIDER, "--model", BATCH_MODEL, "--prices", str(example_prices()),
         "--output", str(backfill / "batch"), *beam_args])
     print("  " + batch_export.format_summary(export).replace("\n", "\n  "))
 
@@ -262,7 +283,8 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
         return status, False
 
     print(f"8/8 compare run 1 with run 2 -> {comparison}")
-    document, folder = compare.compare([str(run1), str(run2), "--output", str(comparison), *beam_args])
+    document, folder = compare.compare([str(run1), str(run2), "--output", str(comparison),
+                                        "--prices", str(example_prices()), *beam_args])
     print("  " + compare.format_summary(document, folder).replace("\n", "\n  "))
     figures2 = _figures(run2, truth_all, root, (document, f"{comparison.name}/{compare.COMPARE_HTML}"))
 

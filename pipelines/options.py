@@ -89,6 +89,29 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
 )
 
 
+# --- prices (SPEC §6.4): one flag and one reader for every command that states money ------------------
+
+PRICES_OPTION = JobOption(
+    "--prices", "Your prices per provider/model (JSON, docs/batch.md): money beside the tokens, the batch discount "
+                "taken off batch traffic. None are built in; a model the file lacks is named and its cost left "
+                "unknown, never zero.", existing_file=True)
+
+
+def read_prices(path: str):
+    """The operator's price table (``domain.batch.prices``); OptionsError (one line, nothing written) when the
+    file is not one."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from domain.batch.prices import PricesError, parse_prices
+
+    with FileSystems.open(path) as handle:
+        data = handle.read()
+    try:
+        return parse_prices(data)
+    except PricesError as exc:
+        raise OptionsError(f"--prices {path!r}: {exc}") from None
+
+
 def parse_choices(value: str | None, known, flag: str, noun: str) -> frozenset[str] | None:
     """``FLAG a,b`` -> the chosen names (None: all); a list naming nothing, or an unknown name, stops the command."""
     if value is None:

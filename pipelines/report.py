@@ -1,12 +1,16 @@
 """A self-contained HTML report of one run.
 
-    python -m pipelines.report --output DIR [--truth FILE] [--html FILE]
+    python -m pipelines.report --output DIR [--truth FILE] [--html FILE] [--prices FILE]
+        [--provider P] [--model M] [--max-output-tokens N]
 
 Writes ``DIR/report.html`` (or ``--html``) and prints its path. Static HTML
 with inline CSS and SVG: no script, no network (a Content-Security-Policy
 forbids both), so it opens anywhere. Sections: outcomes per family,
 conservation, stale candidates, the backfill after a prompt revision (with
-``--baseline``: what it answered), the semantic judges (with ``--truth``: how right they were), top defect categories (with ``--truth``:
+``--baseline``: what it answered), the semantic judges (with ``--truth``: how right they were), what the
+run cost (its attempts per family and verdict, its judges' verdicts, its open requests as export-batch
+would send them to ``--provider``/``--model``, the retries canonicalization saved: tokens, and with
+``--prices`` money; ``pipelines.run_cost``), top defect categories (with ``--truth``:
 how the injected defect kinds map onto the reason codes), retries saved by
 endpoint canonicalization, the retry economy (with ``--truth``), a few
 retry requests as the model would read them and (with ``--baseline``) what
@@ -30,7 +34,12 @@ from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
-from pipelines.options import JobOption, parse_command
+from analysis.cost import unpriced_line
+from domain.batch.prices import PriceTable
+from domain.batch.providers import PROVIDERS
+from pipelines.cost_page import report_cost_section
+from pipelines.options import PRICES_OPTION, JobOption, OptionsError, parse_command, read_prices
+from pipelines.run_cost import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TARGET, RunCost, Target, cost_lines, run_cost
 from pipelines.retry_economy import RunFigures, load_figures, percent, summary_lines
 from pipelines.truth import TruthFileError, ground_truth
 
@@ -433,8 +442,9 @@ def shown_path(path: str, report_dir: str | None) -> str:
 
 
 def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str] | None = None,
-                  report_dir: str | None = None) -> str:
-    """The page; ``report_dir``: the folder the report is written to (local paths are shown relative to it)."""
+                  report_dir: str | None = None, cost: RunCost | None = None) -> str:
+    """The page; ``report_dir``: the folder the report is written to (local paths are shown relative to it);
+    ``cost``: the run's cost figures (``pipelines.run_cost``), the section "What the run cost"."""
     manifest = figures.manifest
     outputs = shown_path(figures.output_dir, report_dir)
     truth = shown_path(figures.truth_path, report_dir) if figures.truth_path else None
@@ -457,6 +467,7 @@ def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str]
         stale_section(manifest),
         refresh_section(manifest, figures.output_dir, comparison[0] if comparison is not None else None),
         judges_section(figures),
+        report_cost_section(cost) if cost is not None else "",
         defects_section(figures),
         canonicalization_section(figures),
         economy_section(figures),
@@ -468,8 +479,9 @@ def render_report(figures: RunFigures, comparison: tuple[Mapping[str, Any], str]
 
 
 def write_report(figures: RunFigures, path: str | Path,
-                 comparison: tuple[Mapping[str, Any], str] | None = None) -> str:
-    return write_document(render_report(figures, comparison, report_folder(str(path))).encode("utf-8"), str(path))
+                 comparison: tuple[Mapping[str, Any], str] | None = None, cost: RunCost | None = None) -> str:
+    return write_document(render_report(figures, comparison, report_folder(str(path)), cost).encode("utf-8"),
+                          str(path))
 
 
 def report_folder(path: str) -> str:
@@ -486,6 +498,15 @@ REPORT_OPTIONS = (
                                  "and links the comparison (notarius-reprocess compare BASELINE OUTPUT)"),
     JobOption("--comparison", help="with --baseline: the comparison folder to reuse or write (default: "
                                    "compare/ beside the report); a folder holding another comparison is refused"),
+    PRICES_OPTION,
+    JobOption("--provider", f"The provider the open requests would be sent to, as export-batch names it (default "
+                            f"{DEFAULT_TARGET}): their input tokens are estimated by export-batch's rule for its "
+                            "request shape.", default=DEFAULT_TARGET, choices=tuple(sorted(PROVIDERS))),
+    JobOption("--model", "The model the open requests would be sent to (export-batch's --model): with --prices, "
+                         "what they are expected to cost.", non_empty=True),
+    JobOption("--max-output-tokens", f"The output token limit per request they would be sent with (export-batch's; "
+                                     f"default {DEFAULT_MAX_OUTPUT_TOKENS}): the upper bound of their output.",
+              default=DEFAULT_MAX_OUTPUT_TOKENS, type=int, minimum=1, maximum=2**31 - 1),
 )
 
 
@@ -513,6 +534,10 @@ def baseline_comparison(baseline: str, output: str, folder: str) -> tuple[dict, 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], REPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     html = file_to_write(PROG, "--html", args.html or join_path(args.output, "report.html"))
+    try:  # before any work: a prices file that is not one ends the command in one line, as export-batch's
+        prices = read_prices(args.prices) if args.prices else None
+    except OptionsError as exc:
+        raise SystemExit(f"{PROG}: {exc}") from None
     try:
         figures = load_figures(args.output, ground_truth(args.truth))
     except SystemExit as refused:  # a folder that does not verify: one line, named for this command
@@ -523,15 +548,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"{PROG}: {refused}") from None
     for line in summary_lines(figures):
         print(line)
+    cost = figures_cost(figures, prices, args.prices, Target(args.provider, args.model, args.max_output_tokens))
+    for line in cost_lines(cost):
+        print(line)
     comparison = None
     if args.baseline:
         where = args.comparison or join_path(os.path.dirname(os.path.abspath(html)), "compare")
         document, folder = baseline_comparison(args.baseline, args.output, where)
         link = os.path.relpath(join_path(folder, "compare.html"), os.path.dirname(os.path.abspath(html)))
         comparison = (document, link)
-    path = write_report(figures, html, comparison)
+    path = write_report(figures, html, comparison, cost)
     print(f"report: {path}")
     return 0
+
+
+def figures_cost(figures: RunFigures, prices: PriceTable | None, prices_file: str | None,
+                 target: Target = Target(), prog: str = PROG) -> RunCost:
+    """The run's cost figures (``pipelines.run_cost``); a model the prices file has no price for is named on
+    stderr, once."""
+    cost = run_cost(figures.output_dir, figures.manifest, prices, prices_file, target)
+    unpriced = unpriced_line(cost.unpriced, prices_file)
+    if unpriced:
+        print(f"{prog}: {unpriced}", file=sys.stderr)
+    return cost
 
 
 if __name__ == "__main__":

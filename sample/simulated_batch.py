@@ -45,6 +45,7 @@ from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_propos
 from sample.sim_records import FAMILY_BUILDERS, ChunkView, RegistryBook, SourceCues, SourceView, clean_records
 from sample.sim_sources import seed_int
 from sample.sim_vocabulary import truth_vocabulary_line
+from sample.sim_usage import chat_request_bytes, chat_usage
 from sample.text_cues import CueFinder
 
 PROVIDER = "openai-chat"
@@ -105,10 +106,15 @@ def shown_entries(request_line: dict) -> list[Entry] | None:
                                    "evidence": e["evidence"]}) for e in listed]
 
 
-def result_line(n: int, custom_id: str, model: str, text: str) -> dict:
+def result_line(n: int, custom_id: str, model: str, text: str, request_line: dict | None = None) -> dict:
+    """One OpenAI Batch output line answering ``custom_id`` with ``text``; with its ``request_line``, the
+    completion bills simulated usage derived from the request and the answer (``sample.sim_usage``)."""
     completion = {"id": f"chatcmpl-sim-{n:06d}", "object": "chat.completion", "created": CREATED, "model": model,
                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                                "finish_reason": "stop"}]}
+    if request_line is not None:
+        prompt_bytes, system_bytes = chat_request_bytes(request_line)
+        completion["usage"] = chat_usage(custom_id, prompt_bytes=prompt_bytes, system_bytes=system_bytes, answer=text)
     return {"id": f"batch_req_sim_{n:06d}", "custom_id": custom_id,
             "response": {"status_code": 200, "request_id": f"req_sim_{n:06d}", "body": completion}, "error": None}
 
@@ -128,11 +134,12 @@ def run(pattern: str, transcripts: Sequence[dict], results_out: Path, truth_out:
                 read += 1
                 if row.provider != PROVIDER:
                     raise SystemExit(f"{index_path}: exported for {row.provider}; the simulated batch plays {PROVIDER}")
-                text = answerer.answer(row.family, row.source_id, row.chunk_id, orjson.loads(lines[row.line - 1]))
+                request_line = orjson.loads(lines[row.line - 1])
+                text = answerer.answer(row.family, row.source_id, row.chunk_id, request_line)
                 if text is None:
                     continue
                 answered += 1
-                raw = orjson.dumps(result_line(answered, row.wire_id, row.model, text))
+                raw = orjson.dumps(result_line(answered, row.wire_id, row.model, text, request_line))
                 results.write(raw + b"\n")
                 truth.write(dumps_line({"candidate_id": candidate_id(provider, row, raw), "family": row.family,
                                         "source_id": row.source_id, "chunk_id": row.chunk_id, "attempt": row.attempt,

@@ -14,7 +14,8 @@ Two halves, both deterministic:
   (by its number in the list the request shows), else ``pass`` - with
   configurable error rates (a false pass, a false fail, ``unsure``, an unusable
   answer, a malformed line). It writes an OpenAI Batch output file for
-  ``import-batch`` and, per answer, what it said and what was true
+  ``import-batch`` (each answer billed the usage ``sample.sim_usage`` derives from the request and the
+  answer) and, per answer, what it said and what was true
   (``--answers-out``), from which the retry economy reports the judges' precision
   and recall.
 
@@ -246,12 +247,13 @@ def run(pattern: str, truth_paths: Sequence[str], results_out: Path, answers_out
                 if row.provider != PROVIDER:
                     raise SystemExit(f"{index_path}: exported for {row.provider}; the simulated judge plays {PROVIDER}")
                 read += 1
-                records = shown_records(orjson.loads(lines[row.line - 1]))
+                request_line = orjson.loads(lines[row.line - 1])
+                records = shown_records(request_line)
                 rng = random.Random(seed_int(seed, "judge", row.request_id))
                 text, said, truth = answer(row.family, records, planted.get(row.judged_candidate_id or "", ()), rates,
                                            rng)
                 answered += 1
-                results.write(orjson.dumps(result_line(answered, row.wire_id, row.model, text)) + b"\n")
+                results.write(orjson.dumps(result_line(answered, row.wire_id, row.model, text, request_line)) + b"\n")
                 answers.write(dumps_line({"request_id": row.request_id, "judge": row.judge, "family": row.family,
                                           "candidate_id": row.judged_candidate_id, "said": said, "truth": truth}))
     return read, answered

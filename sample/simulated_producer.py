@@ -16,6 +16,10 @@ order (`sample.sim_reconciliation`), with their proposal defects in the same
 ground truth; each records the fingerprint of the entry list it was made from
 (`input_fingerprint`, SPEC §3.2), as a careful producer does. Off by default, so archives made without it stay per-chunk only.
 
+With `--usage` each candidate carries the usage a provider could have billed for it
+(`sample.sim_usage`: input from the bytes of the prompt it answered, output from its response's,
+some input cached; one attempt in ten recorded without usage). Off by default.
+
 With `--revised-family F` the first attempt of every slot of family F was
 produced under the earlier prompt kept in `sample/prompts/F.v0.md`
 (`sample.revision`): its prompt fingerprint is that text's, so the job counts
@@ -29,7 +33,7 @@ the same arguments give byte-identical files, independent of input order.
     python -m sample.simulated_producer --transcripts FILE \\
         --candidates-out FILE --truth-out FILE [--transcripts-out FILE] \\
         [--seed 7] [--sources N] [--candidates N] [--min-units N] [--max-units N] \\
-        [--defect-rate NAME=P ...] [--reconciliations] [--revised-family F]
+        [--defect-rate NAME=P ...] [--reconciliations] [--revised-family F] [--usage]
 
 Ground truth: first the words its defects are counted in (`sample.sim_vocabulary`:
 which kinds are benign, which endpoint ordering repairs, the reason codes of the
@@ -58,9 +62,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 
+from sample import sim_usage
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_defects import (
     EXTRACTION_FAMILIES, FAMILIES, OCCURRENCE_FAMILIES, REGISTRY_FAMILIES, REGISTRY_KIND, SCENE_FAMILIES,
@@ -103,6 +109,9 @@ class ProducerConfig:
     # Semantic defects no rule sees, planted into rule-passing attempts for the judges (sample.simulated_judge);
     # all rates 0 (the default) leave the archive and its truth byte for byte as without them.
     judge_defects: JudgeDefectRates = field(default_factory=JudgeDefectRates)
+    # Billed usage on the candidates (sample.sim_usage: from the prompt's and the response's bytes; one
+    # attempt in ten without). Off by default: archives made without it stay byte for byte as they were.
+    usage: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,8 @@ class SimulatedProducer:
         self._applicable: dict[tuple[str, ChunkShape], RatedKinds] = {}
         self.finder = finder or CueFinder()
         self._source_cues: dict[int, SourceCues] = {}
+        self._excerpt_bytes: dict[tuple[str, str], int] = {}
+        self._prompt_bytes: dict[str, tuple[int, int]] = {}
 
     # ---------------------------------------------------------------- per source
     def source_cues(self, input_index: int, base_units: Sequence[dict]) -> SourceCues:
@@ -225,11 +236,12 @@ class SimulatedProducer:
         plan = plan_reconciliation_attempts(rng, self.config.reconciliation_rates, byte_rates,
                                             self.config.attempts, applicable(clean))
         emitted = []
+        shown_bytes = len(orjson.dumps([entry.record for entry in entries])) if self.config.usage else 0
         for attempt, kinds in enumerate(plan, start=1):
             response, defects = inject_reconciliation(clean, entries, kinds, rng)
             candidate = self.envelope(source.source_id, SOURCE_CHUNK, family, attempt,
                                       render_response(response, kinds, rng), kinds, slot_seed,
-                                      input_fingerprint=shown)
+                                      input_fingerprint=shown, shown_bytes=shown_bytes)
             truth = {"candidate_id": candidate["candidate_id"], "family": family,
                      "source_id": source.source_id, "chunk_id": SOURCE_CHUNK, "attempt": attempt,
                      "defects": [defect.to_json() for defect in defects],
@@ -267,7 +279,8 @@ class SimulatedProducer:
             elif passes and accepted is None:
                 accepted = response
             candidate = self.envelope(source_id, chunk["chunk_id"], family, attempt,
-                                      render_response(response, kinds, rng), kinds, slot_seed)
+                                      render_response(response, kinds, rng), kinds, slot_seed,
+                                      shown_bytes=self.excerpt_bytes(view) if self.config.usage else 0)
             truth = {"candidate_id": candidate["candidate_id"], "family": family,
                      "source_id": source_id, "chunk_id": chunk["chunk_id"], "attempt": attempt,
                      "defects": [defect.to_json() for defect in defects],
@@ -293,11 +306,41 @@ class SimulatedProducer:
         return ((attempt == 1 and family in self.config.revised_families)
                 or DefectKind.STALE_PROMPT_FINGERPRINT in kinds)
 
+    def excerpt_bytes(self, view: ChunkView) -> int:
+        """UTF-8 bytes of the chunk's excerpt as a request shows it (``domain.batch.prompts``), once per chunk."""
+        from domain.batch.prompts import excerpt_text  # with --usage only: the prompts import every family
+
+        key = (view.source.source_id, view.chunk_id)
+        if key not in self._excerpt_bytes:
+            units = [SimpleNamespace(unit_id=view.source.unit_ids[pos], speaker=view.source.speakers[pos],
+                                     text=view.source.texts[pos]) for pos in sorted(view.positions)]
+            self._excerpt_bytes[key] = len(excerpt_text(units).encode("utf-8"))
+        return self._excerpt_bytes[key]
+
+    def prompt_bytes(self, family: str) -> tuple[int, int]:
+        """(system prompt bytes, response schema bytes) of the family's requests, once per family."""
+        from domain.assets import composed_prompt, llm_schema_path, load_json_asset
+
+        if family not in self._prompt_bytes:
+            self._prompt_bytes[family] = (len(composed_prompt(family)),
+                                          len(orjson.dumps(load_json_asset(llm_schema_path(family)))))
+        return self._prompt_bytes[family]
+
+    def usage(self, candidate_id: str, family: str, attempt: int, shown_bytes: int, raw_response: str) -> dict | None:
+        """What the attempt was billed (``sample.sim_usage``); None for the attempts recorded without usage."""
+        if not sim_usage.recorded(candidate_id):
+            return None
+        system, schema = self.prompt_bytes(family)
+        feedback = sim_usage.RETRY_FEEDBACK_BYTES if attempt > 1 else 0
+        return sim_usage.usage_record(candidate_id, prompt_bytes=system + shown_bytes + schema + feedback,
+                                      system_bytes=system, answer=raw_response, batch=False)
+
     def envelope(self, source_id: str, chunk_id: str, family: str, attempt: int,
                  raw_response: str, kinds: Sequence[DefectKind], slot_seed: int,
-                 input_fingerprint: str | None = None) -> dict:
+                 input_fingerprint: str | None = None, shown_bytes: int = 0) -> dict:
         """One candidate record (SPEC §3.2); ``input_fingerprint`` (reconciliations only): the
-        entry list the attempt was made from."""
+        entry list the attempt was made from; ``shown_bytes``: what the request showed besides the
+        prompt (with ``usage``)."""
         prompt, schema = self.fingerprints(family)
         if attempt == 1 and family in self.config.revised_families:
             prompt = earlier_prompt_fingerprint(family)
@@ -310,6 +353,10 @@ class SimulatedProducer:
                   "raw_response": raw_response, "received_at": received_at(slot_seed, attempt)}
         if input_fingerprint is not None:
             record["input_fingerprint"] = input_fingerprint
+        if self.config.usage:
+            usage = self.usage(record["candidate_id"], family, attempt, shown_bytes, raw_response)
+            if usage is not None:
+                record["usage"] = usage
         return record
 
 
@@ -448,6 +495,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "at the demo's rates, for the judges (sample.simulated_judge); truth: judge_defects")
     parser.add_argument("--judge-defect-rate", action="append", default=[], metavar="NAME=P",
                         help="override a planted semantic defect's rate: wrong_actor, wrong_caster, player_as_npc")
+    parser.add_argument("--usage", action="store_true",
+                        help="give each candidate the usage a provider could have billed (sample.sim_usage: from "
+                             "the prompt's and the response's bytes; one attempt in ten without)")
     parser.add_argument("--fingerprints", default=DEFAULT_FINGERPRINTS, metavar="MODULE:FUNC",
                         help="callable family -> (prompt_fingerprint, schema_fingerprint)")
     return parser.parse_args(argv)
@@ -482,7 +532,7 @@ def main(argv: Sequence[str] | None = None, fingerprints: Fingerprints | None = 
                             keep_probability=sizing.keep_probability,
                             reconciliations=args.reconciliations, judge_defects=judge_defects,
                             reconciliation_rates=reconciliation_rates,
-                            revised_families=frozenset(args.revised_family))
+                            revised_families=frozenset(args.revised_family), usage=args.usage)
     if args.candidates and sizing.expected_candidates < 0.9 * args.candidates:
         print(f"note: about {sizing.expected_candidates:.0f} candidates fit in "
               f"{sizing.source_count} sources; raise --sources or --min-units for more",

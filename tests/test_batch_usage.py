@@ -398,4 +398,9 @@ def test_the_job_reads_candidates_with_usage_from_json_lines_avro_and_parquet_to
     assert billed_manifest["outcomes"] == plain_manifest["outcomes"]
     assert billed_rows.keys() == plain_rows.keys()
     for output in plain_rows:
+        if output == "evaluations":  # each attempt's row carries its billed usage (the report prices it)
+            assert [{**row, "usage": None} for row in billed_rows[output]] == plain_rows[output]
+            billed_usage = {r["candidate_id"]: r["usage"] for r in usage_records}
+            assert {row["candidate_id"]: row["usage"] for row in billed_rows[output]} == billed_usage
+            continue
         assert billed_rows[output] == plain_rows[output], output

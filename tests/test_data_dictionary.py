@@ -19,6 +19,7 @@ import pytest
 from docgen import data_dictionary as dd
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
+from domain.counters import USAGE_MEASURES, verdict_usage
 from domain.counters import unreadable_file as unreadable_file_key
 from fixture_archive import run_job, write_archive
 
@@ -176,6 +177,8 @@ def test_the_manifest_example_is_documented_and_complete(manifest):
 
 
 def judged(manifest):
-    """The manifest of the same counts with --judges all: its judges block has an entry per judge."""
-    return build_manifest({}, options={**manifest["options"], "judges": ["combat-semantics"]},
+    """The manifest of the same counts with --judges all: its judges block has an entry per judge, and one
+    verdict that carried a usage (verdict_usage's by_producer)."""
+    billed = {verdict_usage("combat-semantics", "openai", "sim-2", True, measure): 1 for measure in USAGE_MEASURES}
+    return build_manifest(billed, options={**manifest["options"], "judges": ["combat-semantics"]},
                           runner=manifest["runner"])

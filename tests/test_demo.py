@@ -5,6 +5,8 @@ This is the end-to-end test of the three runs of a backfill (SPEC §6.1)."""
 from __future__ import annotations
 
 import contextlib
+import gzip
+import re
 import io
 import os
 
@@ -371,3 +373,48 @@ def test_the_demo_judges_and_run_2_applies_the_verdicts(demo_run):
                       if r["kind"] == "retry" and "A review of the cited lines found" in r["correction_guidance"]]
     assert judged_retries
     assert "judges:" in printed and "precision" in printed
+
+
+def test_the_demo_shows_what_the_loop_cost(demo_run):
+    """Issue 41 item 5: the simulated producer, provider and judge bill usage derived from their text; the demo
+    prices it with the example prices file and prints and shows the cost of each run, of its open requests and
+    of the retries canonicalization saved; compare prices B beside A and the refresh round."""
+    from pipelines.demo import example_prices
+
+    _, root, printed = demo_run
+    prices = orjson.loads(example_prices().read_bytes())
+    assert "EXAMPLE ONLY" in prices["note"] and "invented" in prices["note"]
+    assert f"prices: {example_prices()} (an EXAMPLE" in printed
+    # Most archived attempts carry usage, some do not: the cost is known for part of them, never made up.
+    archived = [orjson.loads(line) for line in gzip.open(root / "archive" / "candidates.jsonl.gz")]
+    with_usage = [c for c in archived if c.get("usage")]
+    assert 0.8 * len(archived) < len(with_usage) < len(archived)
+    assert all(c["usage"]["batch"] is False and c["usage"]["output_tokens"] == -(-len(c["raw_response"].encode()) // 4)
+               for c in with_usage)
+    backfill = [orjson.loads(line) for line in (root / "archive" / "candidates-backfill.jsonl").read_bytes().splitlines()]
+    assert backfill and all(c["usage"]["batch"] is True and c["usage"]["input_tokens"] > 0 for c in backfill)
+    lines = printed.splitlines()
+    attempts = [line for line in lines if "cost of the run's attempts:" in line]
+    assert len(attempts) == 2 and all("cost known for" in line and "USD" in line for line in attempts)
+    # Run 1 asked the judges and had no answer yet; run 2 applied every verdict, each billed.
+    assert [line.split("verdicts: ", 1)[1][:12] for line in lines if "cost of the judges' verdicts: " in line][0] == \
+        "no verdicts"
+    assert sum("cost of the judges' verdicts: " in line and "cost of all" in line for line in lines) == 1
+    assert sum("the retries endpoint canonicalization saved would have cost: " in line and "USD" in line
+               for line in lines) == 2
+    # Run 1's open requests are what export-batch then states for the same requests: the same rule, the same code.
+    opened = next(line for line in lines if "open requests, as export-batch would send them to openai-chat/sim-2" in line)
+    export = next(line.strip() for line in lines if line.strip().startswith("estimate: "))
+    kinds = re.compile(r"\(([^()]*)\)")  # the kinds in either order (the export's manifest is read back sorted)
+    ours, theirs = opened.split(": ", 1)[1], export.removeprefix("estimate: ")
+    assert kinds.sub("", ours) == kinds.sub("", theirs)
+    assert sorted(kinds.search(ours).group(1).split(", ")) == sorted(kinds.search(theirs).group(1).split(", "))
+    assert "the revision's refresh round" in printed and "has no price for" not in printed
+    for page in (root / "report.html", root / "run1" / "report.html"):
+        html = page.read_text(encoding="utf-8")
+        assert '<section id="cost">' in html and "The open requests, before they are sent" in html
+    cost = orjson.loads((root / "compare" / "compare.json").read_bytes())["cost"]
+    refresh = cost["refresh_round"]["total"]
+    assert refresh["attempts"] == read_manifest(root / "run1")["refresh"]["refresh_requests"] and refresh["cost"] > 0
+    assert cost["attempts"]["b"]["total"]["cost"] > cost["attempts"]["a"]["total"]["cost"] > 0
+    assert cost["unpriced"] == []

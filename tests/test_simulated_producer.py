@@ -672,6 +672,35 @@ def test_same_seed_gives_identical_bytes_and_another_seed_differs(tmp_path):
     assert other.candidates_path.read_bytes() != first.candidates_path.read_bytes()
 
 
+def test_usage_is_derived_from_the_text_deterministic_and_changes_nothing_else(tmp_path):
+    """--usage (issue 41 item 5): each attempt bills input from the bytes of the prompt it answered and output
+    from its response's (sample.sim_usage), one in ten without; the same seed gives the same bytes, and apart
+    from usage the archive and its truth are what they are without it."""
+    from sample import sim_usage
+
+    args = ("--seed", "5", "--sources", "2", "--candidates", "300", "--reconciliations")
+    billed, again, plain = (produce(tmp_path / name, *args, *extra)
+                            for name, extra in (("a", ("--usage",)), ("b", ("--usage",)), ("c", ())))
+    assert billed.candidates_path.read_bytes() == again.candidates_path.read_bytes()
+    assert billed.truth_path.read_bytes() == plain.truth_path.read_bytes()
+    assert [{k: v for k, v in c.items() if k != "usage"} for c in billed.candidates] == plain.candidates
+    assert not any("usage" in c for c in plain.candidates)
+    recorded = [c for c in billed.candidates if "usage" in c]
+    assert 0.8 * len(billed.candidates) < len(recorded) < len(billed.candidates)
+    assert [c["candidate_id"] for c in recorded] == [c["candidate_id"] for c in billed.candidates
+                                                     if sim_usage.recorded(c["candidate_id"])]
+    for c in recorded:
+        usage = c["usage"]
+        assert usage["output_tokens"] == sim_usage.tokens_of(len(c["raw_response"].encode("utf-8")))
+        assert 0 <= usage["cached_input_tokens"] < usage["input_tokens"] and usage["batch"] is False
+    # A retry's prompt carries its feedback: of one slot, a later attempt is billed more input than the first.
+    firsts = {(c["source_id"], c["chunk_id"], c["family"]): c["usage"]["input_tokens"] for c in recorded
+              if c["attempt"] == 1}
+    later = [(c, firsts[(c["source_id"], c["chunk_id"], c["family"])]) for c in recorded
+             if c["attempt"] > 1 and (c["source_id"], c["chunk_id"], c["family"]) in firsts]
+    assert later and all(c["usage"]["input_tokens"] > first for c, first in later)
+
+
 def test_output_per_source_does_not_depend_on_input_order(tmp_path):
     records = list(read_jsonl(SAMPLE))
     reversed_input = tmp_path / "reversed.jsonl"

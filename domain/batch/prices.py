@@ -1,5 +1,5 @@
-"""Prices are the operator's (SPEC §6.4): a ``--prices FILE`` read by export-batch (and, later,
-by the report and compare), never a number built into the code.
+"""Prices are the operator's (SPEC §6.4): a ``--prices FILE`` read by export-batch, the report and
+compare, never a number built into the code.
 
 The file (JSON)::
 
@@ -56,9 +56,31 @@ class PriceTable:
         """The price of ``provider/model``; None when the file has none (cost unknown, never zero)."""
         return dict(self.models).get(price_key(provider, model))
 
+    def producer_price(self, provider: str, model: str) -> ModelPrice | None:
+        """The price of an answer by the producer a candidate or verdict names (``producer.provider``,
+        ``producer.model``): ``provider/model`` when the file has it. Answers imported from the two
+        OpenAI targets name provider ``openai`` (``domain.batch.providers``: a target's ``producer``),
+        so without an ``openai/<model>`` key the file's ``openai-chat/<model>`` or
+        ``openai-responses/<model>`` price is used: the one given, or both when they are the same.
+        None otherwise (cost unknown, never zero)."""
+        exact = self.price(provider, model)
+        if exact is not None:
+            return exact
+        found = {price for target in targets_of_producer(provider)
+                 if (price := self.price(target, model)) is not None}
+        return found.pop() if len(found) == 1 else None
+
 
 def price_key(provider: str, model: str) -> str:
     return f"{provider}/{model}"
+
+
+def targets_of_producer(producer: str) -> tuple[str, ...]:
+    """The export targets whose imported answers name ``producer`` as their provider, other than a
+    target of that very name (``openai`` -> ``openai-chat``, ``openai-responses``)."""
+    from domain.batch.providers import PROVIDERS  # on first use: the request shapes are not needed to parse prices
+
+    return tuple(sorted(name for name, target in PROVIDERS.items() if target.producer == producer and name != producer))
 
 
 def parse_prices(data: bytes) -> PriceTable:
