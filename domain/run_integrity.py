@@ -229,7 +229,7 @@ class ManifestReader:
                            "a list of names")
 
 
-# What runs made before semantic judges (SPEC §4.3) did not write; such a run still verifies.
+# What runs made before semantic judges (contract §4.3) did not write; such a run still verifies.
 _JUDGE_KEYS = ("judges", "verdict_conservation")
 
 

@@ -1,4 +1,4 @@
-"""``notarius-reprocess compare RUN_A RUN_B --output DIR``: what changed from one run to another (SPEC §6.3).
+"""``notarius-reprocess compare RUN_A RUN_B --output DIR``: what changed from one run to another (contract §6.3).
 
 Both run folders must verify. A Beam job with the main job's runners (no
 ``--runner``: the in-process Fn API runner; any Beam option goes through)
@@ -71,7 +71,7 @@ COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--overwrite", "Replace what --output holds (removed, the earlier manifest first, before this "
                              "comparison writes).", default=False, switch=True),
 )
-DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slots whose outcome or accepted records "
+DESCRIPTION = ("Compare two run folders that verify (contract §6.3): slots/ (the slots whose outcome or accepted records "
                "differ), compare.json, compare.html and manifest.json under --output. Any Beam option passes through.")
 
 
@@ -441,7 +441,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     def both_runs_verify() -> None:
         for run_name, folder in zip(RUNS, folders):
             try:
-                manifests[run_name] = require_verified(folder)  # SPEC 6.2: only a run folder that verifies
+                manifests[run_name] = require_verified(folder)  # contract §6.2: only a run folder that verifies
             except SystemExit as refused:
                 raise OptionsError(f"run {run_name.upper()}: {refused}") from None
 
