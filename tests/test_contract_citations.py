@@ -22,8 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = "docs/contract.md"
-# The files that must spell the old form to look for it.
-NAMES_THE_OLD_FORM = frozenset({"scripts/cite_contract.py", "tests/test_contract_citations.py"})
+# The files that spell the old form, and bad citations, on purpose: to look for them.
+CHECKERS = frozenset({"scripts/cite_contract.py", "tests/test_contract_citations.py"})
 
 SECTION = r"\d+(?:\.\d+)?"
 JOIN = r"(?:,\s*|\s+and\s+|\s+or\s+|\s*[–/-]\s*)"
@@ -48,7 +48,10 @@ def anchor_of(section: str) -> str:
 
 
 def tracked_texts() -> dict[str, str]:
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    names = listed.stdout
     texts = {}
     for name in names.decode("utf-8").split("\0"):
         if not name:
@@ -142,7 +145,8 @@ def test_every_numbered_section_has_its_own_anchor(texts):
 
 
 def test_every_citation_and_link_lands_on_an_anchor(texts, anchors):
-    problems = [problem for path, text in sorted(texts.items()) for problem in citation_problems(path, text, anchors)]
+    problems = [problem for path, text in sorted(texts.items()) if path not in CHECKERS
+                for problem in citation_problems(path, text, anchors)]
     assert not problems, "\n".join(problems)
 
 
@@ -153,7 +157,7 @@ def test_the_code_and_the_docs_cite_the_contract(texts):
 
 
 def test_nothing_cites_the_old_outside_document(texts):
-    left = [line for path, text in sorted(texts.items()) if path not in NAMES_THE_OLD_FORM
+    left = [line for path, text in sorted(texts.items()) if path not in CHECKERS
             for line in old_citations(path, text)]
     assert not left, "run python scripts/cite_contract.py:\n" + "\n".join(left)
 
