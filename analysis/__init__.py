@@ -3,7 +3,7 @@
 - ``retry_economy``: what a run's retry requests ask for and must never show (defect recall against the
   ground truth, leaks, requests per failing slot) and the producer retries endpoint canonicalization saved;
 - ``run_summary``: the report's tables over a run's rows, as streaming aggregates;
-- ``compare``: two runs side by side, slot by slot (SPEC §6.3): outcomes, changes, ``compare.json``.
+- ``compare``: two runs side by side, slot by slot (contract §6.3): outcomes, changes, ``compare.json``.
 
 Pure Python over rows, manifests and values passed in: no Beam, no I/O. It may import ``domain/`` (the
 rules a run was decided by); it never imports Beam, ``transforms/``, ``pipelines/``, ``runners/`` or the

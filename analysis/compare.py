@@ -1,4 +1,4 @@
-"""Comparing two runs (SPEC §6.3): each slot's outcome in run A and in run B, what changed, and the counts.
+"""Comparing two runs (contract §6.3): each slot's outcome in run A and in run B, what changed, and the counts.
 
 Pure: rows in (as the readers give them back: evaluations, retry requests,
 artifacts, any output format), facts and counts out. The pipeline
@@ -38,7 +38,7 @@ from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
 from domain.run_integrity import ARTIFACTS, ManifestError, ManifestReader, listed_files, output_of, shown
 
-# --- names (normative: SPEC §6.3; assets/outputs/slot_change.v1.* spell them too) -------------------
+# --- names (normative: contract §6.3; assets/outputs/slot_change.v1.* spell them too) -------------------
 
 OUTCOME_ACCEPTED = "accepted"
 OUTCOME_RETRY = KIND_RETRY
@@ -293,7 +293,7 @@ def decide(run: SlotInRun) -> Decision:
         return _deciding(OUTCOME_ACCEPTED, run, artifact.candidate_id, artifact.attempt, artifact.records_sha256)
     if run.requests:
         request = min(run.requests)  # a slot never gets two requests in one run (judges: one per judge)
-        if request.kind == KIND_JUDGE:  # SPEC §4.3: the slot waits on its judges; the request names the attempt
+        if request.kind == KIND_JUDGE:  # contract §4.3: the slot waits on its judges; the request names the attempt
             return _deciding(OUTCOME_DEFERRED, run, request.candidate_id, request.attempt)
         return _deciding(request.kind, run, request.candidate_id, request.attempt - 1)
     if not run.attempts:

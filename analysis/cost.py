@@ -1,4 +1,4 @@
-"""What a run's attempts cost (SPEC §6.4): the tokens the providers billed, and money at the operator's prices.
+"""What a run's attempts cost (contract §6.4): the tokens the providers billed, and money at the operator's prices.
 
 Pure computations over a run's rows and manifest (no Beam, no I/O); ``pipelines/run_cost.py``
 reads the files, ``pipelines/report.py`` and ``pipelines/compare.py`` show the figures.

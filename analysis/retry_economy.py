@@ -73,7 +73,7 @@ class TruthRow:
     attempt: int
     defects: tuple[TruthDefect, ...]
     expected_pass: bool
-    # Semantic defects no rule sees, planted for the judges (SPEC §4.3): how many (0 without them).
+    # Semantic defects no rule sees, planted for the judges (contract §4.3): how many (0 without them).
     judge_defects: int = 0
 
 
@@ -87,7 +87,7 @@ def parse_truth_row(row: Mapping[str, Any]) -> TruthRow:
 
 
 def judge_failed(evaluation: Mapping[str, Any]) -> bool:
-    """An attempt a judge's fail rejected (SPEC §4.3): the rules passed it, the run's verdicts did not."""
+    """An attempt a judge's fail rejected (contract §4.3): the rules passed it, the run's verdicts did not."""
     return any(isinstance(issue, Mapping) and issue.get("reason_code") == JUDGE_FAIL
                for issue in evaluation.get("issues") or ())
 
@@ -132,7 +132,7 @@ class DefectVocabulary:
         """The blocking defects a validator can see in one pass.
 
         A response that is not JSON hides every other defect, and one that
-        fails its schema has no typed records for the semantic rules (SPEC
+        fails its schema has no typed records for the semantic rules (contract
         §5, step 1): those hidden defects are not expected in the guidance.
         """
         blocking = [d for d in defects if d.kind not in self.benign]
@@ -270,7 +270,7 @@ def defect_recall(
 
 # --- leaks -----------------------------------------------------------------------------------
 
-# Patterns of internal text that no guidance may contain (SPEC §7).
+# Patterns of internal text that no guidance may contain (contract §7).
 LEAK_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("code path", re.compile(r"\w\[\d+\]|\[\d+\]\.")),  # spells[3], [0].cast
     ("JSON pointer", re.compile(r"(?:^|[\s(])/[A-Za-z_][\w-]*/\d+")),  # /spells/3
@@ -425,7 +425,7 @@ def verdict_agreement(truth: Mapping[str, TruthRow], evaluations: Iterable[Mappi
     return VerdictAgreement(agreeing, compared, tuple(disagreements))
 
 
-# --- the judges against the truth (SPEC §4.3) -------------------------------------------------
+# --- the judges against the truth (contract §4.3) -------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class JudgeFigures:
@@ -503,7 +503,7 @@ class _AdapterWithoutOrdering:
 
 @lru_cache(maxsize=None)
 def without_endpoint_ordering(spec: FamilySpec) -> FamilySpec:
-    """The family as it would be without lossless endpoint ordering (SPEC §5.3).
+    """The family as it would be without lossless endpoint ordering (contract §5.3).
 
     Only the nine extraction families order endpoints; any other family is
     returned as it is. Reversed ranges then reach the strict source-reference
@@ -666,7 +666,7 @@ class RetryEconomy:
 
 
 def retry_requests_only(requests: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The retries among the request rows: a refresh request (SPEC §6.1) re-extracts a slot after a
+    """The retries among the request rows: a refresh request (contract §6.1) re-extracts a slot after a
     prompt revision and corrects nothing, so recall and one-request-per-failing-slot ignore it.
     Rows written before ``kind`` existed are retries."""
     return [row for row in requests if row.get("kind", KIND_RETRY) == KIND_RETRY]

@@ -94,7 +94,7 @@ def summarize_run(evaluations: Rows, requests: Rows, examples: int = EXAMPLE_COU
     for request in requests():
         leaks.extend(find_leaks(request, internal))
         if request.get("kind", KIND_RETRY) != KIND_RETRY:
-            continue  # a refresh request (SPEC §6.1) corrects nothing: neither counted nor shown
+            continue  # a refresh request (contract §6.1) corrects nothing: neither counted nor shown
         count += 1
         key = example_key(request)
         if request["family"] not in best or key < best[request["family"]][0]:

@@ -84,10 +84,10 @@ def current_fingerprints(family: str) -> tuple[str, str]:
     return fingerprint(composed_prompt(family)), fingerprint(read_asset(llm_schema_path(family)))
 
 
-# The contract's input records (SPEC §3.1, §3.2) as Avro schemas.
+# The contract's input records (contract §3.1, §3.2) as Avro schemas.
 TRANSCRIPT_INPUT_SCHEMA = "inputs/transcript.v1.avsc"
 CANDIDATE_INPUT_SCHEMA = "inputs/model_candidate.v1.avsc"
-VERDICT_INPUT_SCHEMA = "inputs/verdict.v1.avsc"  # SPEC §3.3
+VERDICT_INPUT_SCHEMA = "inputs/verdict.v1.avsc"  # contract §3.3
 
 
 def input_field_shape(path: str) -> dict:

@@ -19,7 +19,7 @@ from typing import Mapping
 
 import orjson
 
-# The manifest's outcome table (SPEC §6): a slot's outcome (accepted, retry, exhausted, deferred)
+# The manifest's outcome table (contract §6): a slot's outcome (accepted, retry, exhausted, deferred)
 # once per slot, superseded and stale once per candidate. The one definition.
 OUTCOME_ACCEPTED = "accepted"
 OUTCOME_SUPERSEDED = "superseded"
@@ -86,12 +86,12 @@ def outcome(family: str, name: str) -> str:
 
 
 def invariant_failures(family: str) -> str:
-    """Normalization-invariant issues (SPEC §4.2): our bugs, for operators."""
+    """Normalization-invariant issues (contract §4.2): our bugs, for operators."""
     return f"invariant_failures/{family}"
 
 
 def reordering_saved_retries(family: str) -> str:
-    """Accepted slots that needed endpoint ordering to pass (SPEC §5 step 3)."""
+    """Accepted slots that needed endpoint ordering to pass (contract §5 step 3)."""
     return f"reordering_saved_retries/{family}"
 
 
@@ -100,7 +100,7 @@ def reordering_saved_deferrals(family: str) -> str:
     return f"reordering_saved_deferrals/{family}"
 
 
-# Prompt revisions (SPEC §6.1, §4.1): "revision/<family>/<counter>", each with its name in the
+# Prompt revisions (contract §6.1, §4.1): "revision/<family>/<counter>", each with its name in the
 # manifest's ``refresh`` block (domain.manifest.refresh_block says what each counts).
 REFRESH_DUE = "refresh_due"
 REFRESH = "refresh"
@@ -145,7 +145,7 @@ def family_keys(family: str) -> FamilyKeys:
     return FamilyKeys(family)
 
 
-# --- semantic judges (SPEC §4.3) -----------------------------------------------------------------
+# --- semantic judges (contract §4.3) -----------------------------------------------------------------
 
 # "judge/<judge>/<counter>": the manifest's ``judges`` block, one entry per judge of the run.
 # requests: judge requests written; pass / fail / unsure: the applied verdicts by what they say;
@@ -191,7 +191,7 @@ def shaped(kind: str) -> str:
     return f"{SHAPED}/{kind}"
 
 
-# export-batch's estimate (SPEC §6.4): "estimate/<kind>/<family>/<measure>" per exported line, where
+# export-batch's estimate (contract §6.4): "estimate/<kind>/<family>/<measure>" per exported line, where
 # measure is one of ESTIMATE_MEASURES. Counted from the lines written (after duplicates across
 # sources are dropped), so the estimate covers exactly the files.
 ESTIMATE_PREFIX = "estimate/"
@@ -214,7 +214,7 @@ def estimates(counts: Mapping[str, int]) -> dict[str, dict[str, dict[str, int]]]
     return found
 
 
-# --- what the judges' answers were billed (SPEC §6.4) ------------------------------------------
+# --- what the judges' answers were billed (contract §6.4) ------------------------------------------
 
 # "verdict_usage/<JSON [judge, provider, model, batch, measure]>" per verdict record of a judge of the
 # run (applied, superseded, unusable, stale or unmatched: every one its judge's counters count) that

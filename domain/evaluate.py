@@ -1,4 +1,4 @@
-"""Evaluate one raw response of one family under the current policy (SPEC §5).
+"""Evaluate one raw response of one family under the current policy (contract §5).
 
 Parse (msgspec structs derived from the response model first, then the pydantic
 model itself; the JSON Schema only explains a failure), adapt to the
@@ -31,7 +31,7 @@ class CandidateResult:
     passed: bool
     issues: tuple[Issue, ...]
     adapted: Adapted | None
-    # Cited ranges (as the response wrote them) that endpoint ordering swapped (SPEC §5 step 3).
+    # Cited ranges (as the response wrote them) that endpoint ordering swapped (contract §5 step 3).
     # Only the nine extraction families order endpoints; a reversed resolvable range that
     # reached their strict source-reference validator would be rejected, so a passing attempt
     # with a count above zero passes *because of* the ordering (what the report calls a saved
@@ -106,7 +106,7 @@ def is_invariant_issue(issue: Issue) -> bool:
 
 
 def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
-    """Derived-state checks after canonicalization (SPEC §4.2), per candidate.
+    """Derived-state checks after canonicalization (contract §4.2), per candidate.
 
     They guard against application bugs, so they are operator diagnostics
     only: their issues carry no correction, and the producer is never told it
@@ -136,7 +136,7 @@ def normalization_invariants(adapted: Adapted, ctx: EvaluationContext) -> tuple[
 
 
 def duplicate_artifact_ids(artifact_ids: Sequence[str]) -> tuple[tuple[int, Issue], ...]:
-    """Per-source invariant: every artifact id is unique (SPEC §4.2).
+    """Per-source invariant: every artifact id is unique (contract §4.2).
 
     Returns (position, operator-only issue) for every artifact whose id another
     artifact of the source shares. Ids are hashes over the slot and the

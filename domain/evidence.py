@@ -12,7 +12,7 @@ when it already carries one from that index.
 
 Every rule is written once, on the resolved form:
 
-* endpoint order (SPEC §5 step 3, the SPEC's ``order_endpoints``):
+* endpoint order (contract §5 step 3):
   :meth:`SourceRef.ordered`. A range whose endpoints both resolve in the current
   source but were given in reverse document order is the same range written
   backwards; it is rewritten silently, with no warning, diagnostic or retry.
@@ -20,7 +20,7 @@ Every rule is written once, on the resolved form:
   ``endpoints_reordered`` counts (:func:`canonical_written`);
 * sort key: :func:`evidence_sort_key` (document position; unresolvable refs last);
 * earliest start: :func:`earliest_start`;
-* containment (SPEC §5.3): :func:`span_within_chunk`. A range that cannot be
+* containment (contract §5.3): :func:`span_within_chunk`. A range that cannot be
   resolved, belongs to another source, runs backwards or leaves the chunk is a
   real defect: the strict validators reject it, never repair it.
 
@@ -100,7 +100,7 @@ def resolve(index: DocumentIndex, ref: SourceRef) -> SourceRef | None:
 
 
 def span_within_chunk(index: DocumentIndex | None, chunk: Chunk | None, ref: SourceRef | None) -> bool:
-    """True when every unit of ``ref``'s inclusive document-ordered span is in ``chunk`` (SPEC §5.3).
+    """True when every unit of ``ref``'s inclusive document-ordered span is in ``chunk`` (contract §5.3).
 
     Source identity must match, endpoints resolve through the index (never by
     numeric order), and a reversed range is not a span: it returns False so

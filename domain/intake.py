@@ -3,7 +3,7 @@
 The job (``domain.reprocess``), export-batch (``domain.batch.export``,
 ``domain.batch.prompts``), import-batch (``domain.batch.providers``) and the
 archive readers of the report and the retry economy (``pipelines.outputs``)
-all read the same inputs (SPEC §3). Each rule they share lives here, so a
+all read the same inputs (contract §3). Each rule they share lives here, so a
 reader cannot drift from the job:
 
 - **Transcript resolution** (:func:`resolve_transcript`): the one usable
@@ -11,7 +11,7 @@ reader cannot drift from the job:
   content), not by their bytes: a compact and a pretty-printed copy, or one
   read from JSON Lines and one from Avro, are one transcript.
 - **The candidate envelope** (:func:`parse_candidate`): a raw model-candidate
-  record (SPEC §3.2), decoded by typed msgspec structs when it is well formed
+  record (contract §3.2), decoded by typed msgspec structs when it is well formed
   and through orjson and checks key by key otherwise, with the same outcome.
 - **Arrival order** (:func:`arrival_order`, :func:`received_instant`): of two
   records with one ``candidate_id``, the one received first is kept;
@@ -45,7 +45,7 @@ from domain.usage import Usage, UsageError, parse_usage
 INPUT_TRANSCRIPTS = "transcripts"
 INPUT_CANDIDATES = "candidates"
 INPUT_PRIOR_REGISTRIES = "prior_registries"
-INPUT_VERDICTS = "verdicts"  # semantic judges' answers (SPEC §3.3)
+INPUT_VERDICTS = "verdicts"  # semantic judges' answers (contract §3.3)
 
 SOURCE_CHUNK = "*"  # chunk id of source-level families (reconciliations)
 
@@ -69,7 +69,7 @@ class TranscriptResolution(NamedTuple):
 
 
 def resolve_transcript(source_id: str, lines: Sequence[bytes]) -> TranscriptResolution:
-    """The one usable transcript among the records keyed ``source_id`` (SPEC §3.1, §9):
+    """The one usable transcript among the records keyed ``source_id`` (contract §3.1, §9):
 
     - none: the source is unknown;
     - copies with the same content: the smallest bytes are kept (whatever the arrival
@@ -114,19 +114,19 @@ def _content_key(line: bytes) -> bytes:
         return b"b" + line
 
 
-# --- the candidate envelope (SPEC §3.2) --------------------------------------------------------
+# --- the candidate envelope (contract §3.2) --------------------------------------------------------
 
 class Producer(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
-    """Who answered: the envelope's ``producer`` (SPEC §3.2), its two fields only."""
+    """Who answered: the envelope's ``producer`` (contract §3.2), its two fields only."""
 
     provider: str
     model: str
 
 
 class Candidate(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
-    """One producer attempt (SPEC §3.2), decoded.
+    """One producer attempt (contract §3.2), decoded.
 
-    Also the typed decoder of a well-formed envelope: exactly the SPEC's fields, no dict to
+    Also the typed decoder of a well-formed envelope: exactly the contract's fields, no dict to
     check key by key and nothing to copy (about half the time of ``_parse_candidate_record``
     on the bench archive). An accelerator only: whatever it rejects or declines goes through
     ``_parse_candidate_record``, so outcomes and messages are that function's. Extra fields
@@ -146,11 +146,11 @@ class Candidate(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tru
     schema_fingerprint: str
     raw_response: str
     received_at: str
-    # Reconciliations (SPEC §3.2, §4.1): the fingerprint of the entry list the attempt was shown;
+    # Reconciliations (contract §3.2, §4.1): the fingerprint of the entry list the attempt was shown;
     # None when the producer did not record one (the attempt is then judged against the current
     # list). Optional: absent and null are the same.
     input_fingerprint: str | None = None
-    # What the provider billed for the attempt (SPEC §3.2, §6.4; ``domain.usage``); None when unknown.
+    # What the provider billed for the attempt (contract §3.2, §6.4; ``domain.usage``); None when unknown.
     # Optional: absent and null are the same. A malformed one makes the record a dead letter.
     usage: Usage | None = None
     # The original record bytes, for dead letters: set after decoding, never read from a record
@@ -168,7 +168,7 @@ class EnvelopeError(ValueError):
 
 
 def parse_candidate(line: bytes) -> Candidate:
-    """Decode and check a raw model-candidate record (SPEC §3.2)."""
+    """Decode and check a raw model-candidate record (contract §3.2)."""
     candidate = _well_formed_candidate(line)
     if candidate is None:
         candidate = _parse_candidate_record(line)

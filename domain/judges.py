@@ -1,9 +1,9 @@
-"""Semantic judges (SPEC §4.3): the shared mechanics.
+"""Semantic judges (contract §4.3): the shared mechanics.
 
 A judge is a validator whose answer comes back through the batch round trip:
 the job writes a judge request for an attempt that passes every rule, a
 provider answers it, the answer joins the next run as a *verdict record*
-(SPEC §3.3), and that run applies it. A family declares its judges
+(contract §3.3), and that run applies it. A family declares its judges
 (``FamilySpec.judges``); this module owns what every judge shares:
 
 - the declaration (:class:`JudgeSpec`: a name, a family, a prompt and one
@@ -40,7 +40,7 @@ VERDICT_UNSURE = "unsure"
 JUDGE_VERDICTS = (VERDICT_PASS, VERDICT_FAIL, VERDICT_UNSURE)
 # What an accepted attempt may have passed (an artifact's provenance ``judged_by``).
 PASSING_JUDGE_VERDICTS = (VERDICT_PASS, VERDICT_UNSURE)
-# What one answer may say (SPEC §4.3): part of the schema, hence of the fingerprint.
+# What one answer may say (contract §4.3): part of the schema, hence of the fingerprint.
 MAX_PROBLEMS = 10
 MAX_EXPLANATION_CHARS = 300
 
@@ -83,7 +83,7 @@ class JudgeSpec:
 
 @lru_cache(maxsize=None)
 def judge_fingerprint(judge: JudgeSpec) -> str:
-    """``sha256:`` over the judge's prompt bytes followed by its schema bytes (SPEC §4.3): revising
+    """``sha256:`` over the judge's prompt bytes followed by its schema bytes (contract §4.3): revising
     either makes every earlier verdict of the judge stale."""
     return fingerprint(read_asset(judge.prompt_path) + read_asset(judge.schema_path))
 
@@ -101,7 +101,7 @@ def response_field_names(family: str) -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def response_words(family: str) -> frozenset[str]:
     """Identifiers the producer's own response uses (field names, dotted and plain, and enum values):
-    an explanation may say them (SPEC §7: response field names are fine in guidance)."""
+    an explanation may say them (contract §7: response field names are fine in guidance)."""
     words = set(response_field_names(family))
     words.update(name.rpartition(".")[2] for name in list(words))
 
@@ -126,7 +126,7 @@ def _dotted(obj: Mapping[str, Any], prefix: str):
 
 
 def judge_response_schema(judge: JudgeSpec) -> dict:
-    """The one strict response schema of ``judge`` in the provider subset (SPEC §4, §4.3); the
+    """The one strict response schema of ``judge`` in the provider subset (contract §4, §4.3); the
     packaged asset at ``judge.schema_path`` is exactly this (tests/test_judges.py). The bounds (10
     problems, 300 characters, records from 1) are in the descriptions and checked by
     :func:`read_answer`: Anthropic's and Gemini's structured outputs take no ``maxItems``,
@@ -167,7 +167,7 @@ def _answer_validator(judge: JudgeSpec):
     return Draft202012Validator(load_json_asset(judge.schema_path))
 
 
-# --- verdict records (SPEC §3.3) -------------------------------------------------------------------
+# --- verdict records (contract §3.3) -------------------------------------------------------------------
 
 class VerdictEnvelopeError(ValueError):
     """A verdict record that is not one (a dead letter of input ``verdicts``)."""
@@ -187,7 +187,7 @@ class VerdictRecord:
     raw_response: str
     received_at: str
     line: bytes
-    # What the provider billed for the judge's answer (SPEC §3.3, §6.4); None when the record says nothing.
+    # What the provider billed for the judge's answer (contract §3.3, §6.4); None when the record says nothing.
     usage: Usage | None = None
 
     @property
@@ -205,7 +205,7 @@ def normalized_sha256(value: str) -> str:
 
 
 def parse_verdict(line: bytes) -> VerdictRecord:
-    """A verdict record's envelope (SPEC §3.3); raises :class:`VerdictEnvelopeError` with the reason a
+    """A verdict record's envelope (contract §3.3); raises :class:`VerdictEnvelopeError` with the reason a
     dead letter gives. The judge's answer (``raw_response``) is not read here: whether it is usable
     is decided where its attempt is known."""
     try:
@@ -224,7 +224,7 @@ def parse_verdict(line: bytes) -> VerdictRecord:
     if not isinstance(producer, dict) or not all(isinstance(producer.get(k), str) for k in ("provider", "model")):
         raise VerdictEnvelopeError("verdict field 'producer' must be an object with string 'provider' and 'model'")
     try:
-        usage = parse_usage(record.get("usage"))  # checked as a candidate's is (SPEC §3.2); the manifest totals it
+        usage = parse_usage(record.get("usage"))  # checked as a candidate's is (contract §3.2); the manifest totals it
     except UsageError as exc:
         raise VerdictEnvelopeError(f"verdict {exc}") from None
     return VerdictRecord(record["verdict_id"], record["request_id"], record["judge"], record["judge_fingerprint"],
@@ -250,7 +250,7 @@ class JudgeAnswer:
 
 
 def read_answer(judge: JudgeSpec, raw_response: str, shown: int) -> JudgeAnswer | str:
-    """The judge's answer, or why it is unusable (SPEC §4.3): not JSON, outside the schema, a
+    """The judge's answer, or why it is unusable (contract §4.3): not JSON, outside the schema, a
     ``fail`` with no problem, a ``pass`` with problems, or a record the judge was not shown
     (``shown`` records were)."""
     text = raw_response[1:] if raw_response.startswith("\ufeff") else raw_response
@@ -285,7 +285,7 @@ def read_answer(judge: JudgeSpec, raw_response: str, shown: int) -> JudgeAnswer 
 @quick_init
 @dataclass(frozen=True, slots=True)
 class Judgment:
-    """What one judge's verdicts come to for one attempt (SPEC §4.3): the applied verdict and its
+    """What one judge's verdicts come to for one attempt (contract §4.3): the applied verdict and its
     answer (None when no usable current verdict), and how many were superseded, unusable, stale."""
 
     judge: JudgeSpec
@@ -327,7 +327,7 @@ def judgment(judge: JudgeSpec, verdicts: Sequence[VerdictRecord], shown: int) ->
 def safe_explanation(text: str, forbidden: Sequence[str] = (), allowed: frozenset[str] = frozenset()) -> str | None:
     """The judge's explanation as guidance may carry it: one line, quotes and control characters
     made harmless, at most ``MAX_EXPLANATION_CHARS``; None when it holds anything internal (ids,
-    hashes, codes, paths, fingerprints: SPEC §7) or the ``forbidden`` tokens (this source's ids)."""
+    hashes, codes, paths, fingerprints: contract §7) or the ``forbidden`` tokens (this source's ids)."""
     line = " ".join(quote_name(text, MAX_EXPLANATION_CHARS + 2)[1:-1].split())
     if not line or internal_tokens(line, forbidden, allowed):
         return None

@@ -1,4 +1,4 @@
-"""The judges' walk over one slot's attempts (SPEC §4.3), returned as a value.
+"""The judges' walk over one slot's attempts (contract §4.3), returned as a value.
 
 ``domain.slot_decision`` evaluates a slot's attempts under the rules; when the
 run has judges for the family, it asks :func:`walk_judges` what their verdicts
@@ -78,7 +78,7 @@ def count_unjudged(judging: SlotJudging | None, attempts: Sequence[Candidate], c
 
 
 def walk_order(results: Sequence[CandidateResult], current: Sequence[bool]) -> list[int]:
-    """Passing attempts in the order the slot accepts them (SPEC §6, §6.1): current ones first, then
+    """Passing attempts in the order the slot accepts them (contract §6, §6.1): current ones first, then
     stale ones, each earliest first - ``domain.revision.choose_accepted`` picks the first of it."""
     passing = [n for n, result in enumerate(results) if result.passed]
     return [n for n in passing if current[n]] + [n for n in passing if not current[n]]

@@ -1,4 +1,4 @@
-"""The run manifest (SPEC §6): counts, outcomes, conservation, fingerprints."""
+"""The run manifest (contract §6): counts, outcomes, conservation, fingerprints."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
     outcomes = {
         family: {outcome: n(c.outcome(family, outcome)) for outcome in OUTCOMES} for family in sorted(FAMILIES)
     }
-    # Normalization-invariant failures (SPEC §4.2): our bugs, for operators; never a producer retry.
+    # Normalization-invariant failures (contract §4.2): our bugs, for operators; never a producer retry.
     invariant_failures = {family: n(c.invariant_failures(family)) for family in sorted(FAMILIES)}
-    # What endpoint ordering saved (SPEC §5 step 3), recorded so no reader has to re-evaluate.
+    # What endpoint ordering saved (contract §5 step 3), recorded so no reader has to re-evaluate.
     saved_retries = {family: n(c.reordering_saved_retries(family)) for family in sorted(FAMILIES)}
     saved_deferrals = {family: n(c.reordering_saved_deferrals(family)) for family in sorted(FAMILIES)}
     candidates_in, evaluations = n(c.records_in(INPUT_CANDIDATES)), n(c.EVALUATIONS)
@@ -70,7 +70,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
             # Refresh requests are rows of retry_requests/ too (kind "refresh"), beside the retries.
             "refresh_requests": refresh["refresh_requests"],
             "evaluations": evaluations,
-            # Judge requests are rows of retry_requests/ too (kind "judge", SPEC §4.3).
+            # Judge requests are rows of retry_requests/ too (kind "judge", contract §4.3).
             "judge_requests": sum(judge["requests"] for judge in judges.values()),
             "dead_letters": candidate_dead + transcript_dead + prior_dead + verdicts["dead_letters"],
         },
@@ -110,7 +110,7 @@ def build_manifest(counts: Mapping[str, int], *, options: Mapping[str, Any], run
 
 
 def judges_block(counts: Mapping[str, int], judge_names) -> dict:
-    """Per judge of the run (SPEC §4.3): its family and fingerprint, and what its verdicts and
+    """Per judge of the run (contract §4.3): its family and fingerprint, and what its verdicts and
     requests came to (``domain.counters.JUDGE_COUNTERS``). Verdicts of a judge the run does not have
     are not counted per judge: they are unmatched (``verdict_conservation``)."""
     declared = {judge.name: judge for spec in FAMILIES.values() for judge in spec.judges}
@@ -124,7 +124,7 @@ def judges_block(counts: Mapping[str, int], judge_names) -> dict:
 
 
 def verdict_usage_block(counts: Mapping[str, int], judge_names) -> dict:
-    """Per judge of the run (SPEC §6.4): what its verdict records were billed, as they carried it (a verdict
+    """Per judge of the run (contract §6.4): what its verdict records were billed, as they carried it (a verdict
     without ``usage`` adds nothing: ``with_usage`` of the judge's verdicts, the rest of them unknown), in
     total and per producer (provider, model, and whether through a batch API: what prices them)."""
     found = c.verdict_usages(counts)
@@ -138,7 +138,7 @@ def verdict_usage_block(counts: Mapping[str, int], judge_names) -> dict:
 
 
 def verdict_conservation(counts: Mapping[str, int], judges: Mapping[str, Mapping[str, int]], *, provable: bool) -> dict:
-    """Verdict records are inputs (SPEC §4.3): every one read is applied (pass, fail or unsure on its
+    """Verdict records are inputs (contract §4.3): every one read is applied (pass, fail or unsure on its
     attempt), superseded, unusable, stale, unmatched (no attempt of the run it could apply to, or a
     judge the run does not have) or a dead letter."""
     def n(name: str) -> int:
@@ -155,18 +155,18 @@ def verdict_conservation(counts: Mapping[str, int], judges: Mapping[str, Mapping
 
 
 def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
-    """Prompt revisions (SPEC §6.1), per family and in total:
+    """Prompt revisions (contract §6.1), per family and in total:
 
     - ``slots_to_refresh``: slots with no current attempt, not deferred, without a retry request,
       whose highest attempt is below ``MAX_ATTEMPT_NUMBER`` (``domain.revision.refresh_due``), and
       reconciliation slots waiting for an attempt on the current entry list (the one deferral
-      that is refreshed, SPEC §4.1);
+      that is refreshed, contract §4.1);
     - ``refresh_requests``: refresh requests written (0 unless ``--refresh-stale``), one per such slot;
     - ``excerpt_chars``: characters of transcript excerpt (reconciliations: entry list) they send;
     - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;
     - ``current_over_stale``: artifacts whose current attempt won over an earlier passing stale one;
     - ``entry_list_changed``: reconciliation attempts made for another entry list than the source's
-      current one (SPEC §4.1): verdict ``deferred`` (reason ``entry_list_changed``), not evaluated;
+      current one (contract §4.1): verdict ``deferred`` (reason ``entry_list_changed``), not evaluated;
       rows of ``evaluations/`` like any other, counted in no outcome of their own;
     - ``entry_list_slots_waiting``: reconciliation slots every attempt of which was made for another
       list: their one outcome is ``deferred`` (counted there too); each is a slot to refresh unless

@@ -1,4 +1,4 @@
-"""What model-facing text must never hold (SPEC §7), as a check on text we did not write.
+"""What model-facing text must never hold (contract §7), as a check on text we did not write.
 
 Guidance built by the families is safe by construction: it quotes model text with
 ``quote_name`` and writes only its own prose around it. A judge's explanation is

@@ -15,7 +15,7 @@ This module is the orchestration; the rules are elsewhere, each once:
 Order within a source: chunk registries, then reconciliations (they merge the
 chunk registries accepted in this run), then occurrences (membership sees the
 reconciled registry when one was accepted, else the union of the chunk
-registries), then the rest (SPEC §4, §4.1, §6).
+registries), then the rest (contract §4, §4.1, §6).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ class RunConfig:
     max_attempts: int = 3
     # None: every family. Candidates of known families outside the set are counted as filtered.
     families: frozenset[str] | None = None
-    # SPEC §6.1: one refresh request per slot that rests only on stale attempts.
+    # contract §6.1: one refresh request per slot that rests only on stale attempts.
     refresh_stale: bool = False
-    # SPEC §4.3: the judges of this run, by name (empty: none, the rules alone), and how often an
+    # contract §4.3: the judges of this run, by name (empty: none, the rules alone), and how often an
     # attempt's judge is asked before the attempt is decided by the rules alone.
     judges: frozenset[str] = frozenset()
     max_judge_attempts: int = 2
@@ -108,7 +108,7 @@ def process_source(
     ``prior_registry_lines`` are canonical registry artifacts of an earlier run
     (the optional prior-registry input): their names count for occurrence
     membership together with the registries accepted in this run.
-    ``verdict_lines`` are verdict records (SPEC §3.3) naming this source's candidates.
+    ``verdict_lines`` are verdict records (contract §3.3) naming this source's candidates.
     """
     counts: Counter[str] = Counter()
     dead: list[dict] = []
@@ -174,7 +174,7 @@ def _read_prior_registry(source_id: str, line: bytes) -> tuple[str | None, str, 
 
 def _verdicts_by_candidate(lines: Sequence[bytes], admitted: Sequence[Candidate], config: RunConfig,
                            dead: list[dict], counts: Counter) -> dict[str, tuple[VerdictRecord, ...]]:
-    """The verdict records that name an admitted candidate of this source, by candidate id (SPEC §4.3):
+    """The verdict records that name an admitted candidate of this source, by candidate id (contract §4.3):
     the envelope read (a bad one is a dead letter), the judge one of this run's for the candidate's
     family (else counted as another judge's), the candidate id and raw-response hash matched (else
     unmatched). Whether each is usable is decided with its attempt (``domain.judging``)."""
@@ -193,7 +193,7 @@ def _verdicts_by_candidate(lines: Sequence[bytes], admitted: Sequence[Candidate]
                 cand is not None and all(j.name != verdict.judge for j in FAMILIES[cand.family].judges)):
             counts[counters.VERDICTS_OTHER_JUDGE] += 1
             continue
-        if verdict.usage is not None:  # SPEC 6.4: what the judge's answer cost, whatever becomes of it
+        if verdict.usage is not None:  # contract §6.4: what the judge's answer cost, whatever becomes of it
             _count_verdict_usage(counts, verdict)
         if cand is None or verdict.judged_sha256 != raw_response_sha256(cand.raw_response):
             counts[counters.judge(verdict.judge, counters.JUDGE_UNMATCHED)] += 1
@@ -241,7 +241,7 @@ class _SourceRun:
         verdicts: Mapping[str, tuple[VerdictRecord, ...]] = {},
     ) -> None:
         self.transcript = transcript
-        # SPEC §4.3: the run's judges per family (only families that declare some), and the verdicts.
+        # contract §4.3: the run's judges per family (only families that declare some), and the verdicts.
         self.judges = judges_by_family(config.judges)
         self.verdicts = verdicts
         self.max_judge_attempts = config.max_judge_attempts
@@ -355,7 +355,7 @@ class _SourceRun:
             self.counts[counters.invariant_failures(family)] += 1
 
     def count_reordering_savings(self) -> None:
-        """What endpoint ordering saved in this source, for the manifest (SPEC §5 step 3).
+        """What endpoint ordering saved in this source, for the manifest (contract §5 step 3).
 
         An accepted slot none of whose passing attempts passes without ordering
         (each cites a reversed range, which the strict validator would reject)

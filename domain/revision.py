@@ -1,4 +1,4 @@
-"""Prompt revisions (SPEC §6.1): current and stale attempts, which passing
+"""Prompt revisions (contract §6.1): current and stale attempts, which passing
 attempt a slot accepts, and which slots get a refresh request.
 
 An attempt is *current* when both its prompt and its LLM schema fingerprint
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 KIND_RETRY = "retry"
 KIND_REFRESH = "refresh"
-KIND_JUDGE = "judge"  # a semantic judge's verdict on an attempt (SPEC §4.3)
+KIND_JUDGE = "judge"  # a semantic judge's verdict on an attempt (contract §4.3)
 REQUEST_KINDS = (KIND_RETRY, KIND_REFRESH, KIND_JUDGE)
 
 # The highest attempt number: the candidate envelope accepts attempts 1..this (the signed 32-bit

@@ -28,7 +28,7 @@ from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY
 
 SCHEMA_VERSION = "v1"
 
-# Evaluation verdicts (SPEC §6): the one definition.
+# Evaluation verdicts (contract §6): the one definition.
 VERDICT_ACCEPTED = "accepted"
 VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
@@ -54,7 +54,7 @@ class ProducerRow(TypedDict):
 
 
 class UsageRow(TypedDict):
-    """What the provider billed for the attempt (SPEC §3.2 ``usage``, ``domain.usage``), as the
+    """What the provider billed for the attempt (contract §3.2 ``usage``, ``domain.usage``), as the
     candidate carried it."""
 
     input_tokens: int
@@ -73,7 +73,7 @@ class EvaluationRow(TypedDict):
     issues: list[IssueRow]
     endpoints_reordered: int
     # Who made the attempt and what it was billed (null when the candidate said nothing): what the
-    # report and compare price (SPEC §6.4).
+    # report and compare price (contract §6.4).
     producer: ProducerRow
     usage: UsageRow | None
 
@@ -121,7 +121,7 @@ class RequestRow(TypedDict):
     schema_fingerprint: str
     validator_policy_fingerprint: str
     input_fingerprint: str | None
-    # Judge requests (SPEC §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
+    # Judge requests (contract §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
     candidate_sha256: str | None
     judge: str | None
     judge_fingerprint: str | None
@@ -166,7 +166,7 @@ class Candidate(Protocol):
 
 
 def evaluation_row(cand: Candidate, verdict: str, issues: tuple[Issue, ...], endpoints_reordered: int = 0) -> EvaluationRow:
-    """One evaluated candidate (SPEC §6); its issues bounded as ``operator_issue_records`` bounds them."""
+    """One evaluated candidate (contract §6); its issues bounded as ``operator_issue_records`` bounds them."""
     return {
         "candidate_id": cand.candidate_id,
         "family": cand.family,
@@ -197,7 +197,7 @@ def artifact_id(family: str, source_id: str, chunk_id: str, candidate_id: str, r
 def artifact_row(family: str, chunk_id: str, cand: Candidate, records: list[dict[str, Any]],
                  earliest_evidence_unit_id: int | None, policy: str,
                  judged_by: list[JudgedByRow] | None = None) -> ArtifactRow:
-    """The canonical artifact of an accepted slot (SPEC §6), the raw response kept byte for byte."""
+    """The canonical artifact of an accepted slot (contract §6), the raw response kept byte for byte."""
     raw_sha = raw_response_sha256(cand.raw_response)
     return {
         "artifact_id": artifact_id(family, cand.source_id, chunk_id, cand.candidate_id, raw_sha, policy),
@@ -231,7 +231,7 @@ def _pinned(input_fingerprint: str | None) -> tuple[str, ...]:
 def retry_request_row(family: str, chunk_id: str, latest: Candidate, attempt: int, guidance: str,
                       prompt_fingerprint: str, schema_fingerprint: str, policy: str,
                       input_fingerprint: str | None) -> RequestRow:
-    """A correction request for a still-failing slot (SPEC §6), built from its latest attempt."""
+    """A correction request for a still-failing slot (contract §6), built from its latest attempt."""
     return {
         "request_id": "r-" + sha256_hex(family, latest.source_id, chunk_id, latest.candidate_id, str(attempt),
                                         *_pinned(input_fingerprint))[:32],
@@ -245,7 +245,7 @@ def retry_request_row(family: str, chunk_id: str, latest: Candidate, attempt: in
         "prompt_fingerprint": prompt_fingerprint,
         "schema_fingerprint": schema_fingerprint,
         "validator_policy_fingerprint": policy,
-        # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise.
+        # Reconciliations: the entry list the request was built with (contract §4.1); None otherwise.
         "input_fingerprint": input_fingerprint,
         "candidate_sha256": None,
         "judge": None,
@@ -256,7 +256,7 @@ def retry_request_row(family: str, chunk_id: str, latest: Candidate, attempt: in
 def refresh_request_row(family: str, chunk_id: str, replaced: Candidate, attempt: int,
                         prompt_fingerprint: str, schema_fingerprint: str, policy: str,
                         input_fingerprint: str | None) -> RequestRow:
-    """A new extraction under the current prompt (SPEC §6.1): no guidance; its id names
+    """A new extraction under the current prompt (contract §6.1): no guidance; its id names
     the revision, so a later revision's refresh of the same slot is another request."""
     return {
         "request_id": "r-" + sha256_hex(KIND_REFRESH, family, replaced.source_id, chunk_id, prompt_fingerprint,
@@ -281,7 +281,7 @@ def refresh_request_row(family: str, chunk_id: str, replaced: Candidate, attempt
 def judge_request_row(family: str, chunk_id: str, judged: Candidate, judge: str, judge_fingerprint: str, asked: int,
                       prompt_fingerprint: str, schema_fingerprint: str, policy: str,
                       input_fingerprint: str | None) -> RequestRow:
-    """A semantic judge's verdict asked on one attempt (SPEC §4.3): ``attempt`` is the judged
+    """A semantic judge's verdict asked on one attempt (contract §4.3): ``attempt`` is the judged
     attempt's own number; the id names the attempt's content, the judge's fingerprint and how many
     unusable answers came before (``asked``), so asking again is another request."""
     raw_sha = raw_response_sha256(judged.raw_response)
@@ -306,7 +306,7 @@ def judge_request_row(family: str, chunk_id: str, judged: Candidate, judge: str,
 
 
 def dead_letter_row(input_name: str, reason: str, payload: bytes) -> DeadLetterRow:
-    """A dead letter (SPEC §6): the original bytes kept, base64 when they are not UTF-8."""
+    """A dead letter (contract §6): the original bytes kept, base64 when they are not UTF-8."""
     try:
         text, encoding = payload.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:

@@ -229,7 +229,7 @@ class ManifestReader:
                            "a list of names")
 
 
-# What runs made before semantic judges (SPEC §4.3) did not write; such a run still verifies.
+# What runs made before semantic judges (contract §4.3) did not write; such a run still verifies.
 _JUDGE_KEYS = ("judges", "verdict_conservation")
 
 
@@ -486,7 +486,7 @@ def _count_problems(read: ManifestReader, rows: Mapping[str, int], families: lis
     return problems
 
 
-# verdict_usage (SPEC §6.4): per judge, these totals are the sums of its by_producer cells.
+# verdict_usage (contract §6.4): per judge, these totals are the sums of its by_producer cells.
 USAGE_MEASURES = ("with_usage", "input_tokens", "cached_input_tokens", "cached_unknown", "output_tokens")
 # A judge's verdict records: applied (pass, fail, unsure) and the others its counters count.
 _JUDGE_VERDICT_PARTS = ("pass", "fail", "unsure", "superseded", "unusable", "stale", "unmatched")

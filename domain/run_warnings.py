@@ -1,6 +1,6 @@
 """Warnings a finished run's summary ends with: a run that could use none of its input is almost
 always an operator mistake (a transcripts file passed as ``--candidates``, the wrong archive), and
-must not look like a normal run. The exit code stays 0 (SPEC §6: non-zero only when the job fails or
+must not look like a normal run. The exit code stays 0 (contract §6: non-zero only when the job fails or
 conservation does not hold); the warning line says what happened and why.
 """
 

@@ -1,6 +1,6 @@
 """Derive a family's durable v1 contract (JSON Schema and Avro) from its LLM schema.
 
-The durable artifact record (SPEC §6) is the same for every family except its
+The durable artifact record (contract §6) is the same for every family except its
 ``records``, which are the response records with each evidence item extended
 by ``source_id``. Writing that envelope by hand ten times invites drift, so
 the files under ``assets/`` are generated here and a test checks they are
@@ -56,7 +56,7 @@ def durable_json_schema(family: str, record_schema: dict) -> dict:
             "raw_response_sha256": string("^[0-9a-f]{64}$"),
             "judged_by": {
                 "type": "array",
-                "description": "The judges' verdicts the accepted attempt passed (SPEC §4.3); empty when no judge "
+                "description": "The judges' verdicts the accepted attempt passed (contract §4.3); empty when no judge "
                                "ran for it.",
                 "items": {
                     "type": "object", "additionalProperties": False,
@@ -147,7 +147,7 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
         "type": "record",
         "name": f"{prefix}ArtifactV1",
         "namespace": f"notarius.dnd.{family.replace('-', '_')}",
-        "doc": f"Canonical {family} artifact, durable contract v1 (SPEC §6).",
+        "doc": f"Canonical {family} artifact, durable contract v1 (contract §6).",
         "fields": [
             {"name": "artifact_id", "type": "string"},
             {"name": "family", "type": "string"},
@@ -179,14 +179,14 @@ def durable_avro_schema(family: str, record_schema: dict) -> dict:
     }
 
 
-# --- the evaluation rows (evaluations/, SPEC §6) -------------------------------------------------
+# --- the evaluation rows (evaluations/, contract §6) -------------------------------------------------
 
 EVALUATION_SCHEMA_JSON = "outputs/evaluation.v1.json"
 EVALUATION_SCHEMA_AVRO = "outputs/evaluation.v1.avsc"
 ENDPOINTS_REORDERED_DOC = ("Cited ranges of this response whose endpoints the job put in document order "
-                           "(SPEC §5 step 3); a passing attempt with a count above zero passes because of it.")
-PRODUCER_DOC = "Who made the attempt: the candidate's producer (SPEC §3.2), the provider and model that answered."
-USAGE_DOC = ("What the provider billed for the attempt, as the candidate carried it (SPEC §3.2 usage, §6.4); null "
+                           "(contract §5 step 3); a passing attempt with a count above zero passes because of it.")
+PRODUCER_DOC = "Who made the attempt: the candidate's producer (contract §3.2), the provider and model that answered."
+USAGE_DOC = ("What the provider billed for the attempt, as the candidate carried it (contract §3.2 usage, §6.4); null "
              "when it said nothing (its cost is then unknown, never zero).")
 USAGE_FIELDS = (  # (name, JSON Schema, Avro type, doc): the one usage shape (domain.usage)
     ("input_tokens", {"type": "integer", "minimum": 0}, "long", "Every token of the prompt, cached ones included."),
@@ -233,7 +233,7 @@ def evaluation_avro_schema() -> dict:
         "type": "record",
         "name": "EvaluationV1",
         "namespace": "notarius.outputs",
-        "doc": "One row per evaluated input candidate, for operators (SPEC §6).",
+        "doc": "One row per evaluated input candidate, for operators (contract §6).",
         "fields": [
             {"name": "candidate_id", "type": "string"},
             {"name": "family", "type": "string"},
@@ -340,7 +340,7 @@ def generated_output_schemas() -> dict[str, bytes]:
             for path in OUTPUT_AVRO_SCHEMAS}
 
 
-# --- the request rows (retry_requests/): retry and refresh requests (SPEC §6, §6.1) ----------
+# --- the request rows (retry_requests/): retry and refresh requests (contract §6, §6.1) ----------
 
 REQUEST_SCHEMA_JSON = "outputs/retry_request.v1.json"
 REQUEST_SCHEMA_AVRO = "outputs/retry_request.v1.avsc"
@@ -360,7 +360,7 @@ def request_json_schema() -> dict:
             "request_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
             "kind": {"enum": list(REQUEST_KINDS),
                      "description": "retry: correct a failing attempt; refresh: extract again after a prompt revision; "
-                                    "judge: a semantic judge's verdict on an attempt (SPEC §4.3)"},
+                                    "judge: a semantic judge's verdict on an attempt (contract §4.3)"},
             "family": {"type": "string"},
             "source_id": {"type": "string"},
             "chunk_id": {"type": "string"},
@@ -373,7 +373,7 @@ def request_json_schema() -> dict:
             "input_fingerprint": {
                 "type": ["string", "null"], "pattern": "^sha256:[0-9a-f]{64}$",
                 "description": "reconciliations: the fingerprint of the entry list the request was built with "
-                               "(SPEC §4.1); null for every other family"},
+                               "(contract §4.1); null for every other family"},
             "candidate_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$",
                                  "description": "judge requests: sha256 of the judged attempt's raw response"},
             "judge": {"type": ["string", "null"], "description": "judge requests: the judge's name"},
@@ -404,7 +404,7 @@ def request_avro_schema() -> dict:
         "name": "RetryRequestV1",
         "namespace": "notarius.outputs",
         "doc": "One request per slot that needs a new attempt: a retry (still failing) or a refresh (rests only on "
-               "attempts under an earlier prompt). Model-facing fields only (SPEC §6, §6.1).",
+               "attempts under an earlier prompt). Model-facing fields only (contract §6, §6.1).",
         "fields": [
             {"name": "request_id", "type": string},
             {"name": "kind", "type": {"type": "enum", "name": "RequestKind", "symbols": list(REQUEST_KINDS)}},
@@ -418,10 +418,10 @@ def request_avro_schema() -> dict:
             {"name": "schema_fingerprint", "type": string},
             {"name": "validator_policy_fingerprint", "type": string},
             {"name": "input_fingerprint", "type": ["null", string], "default": None,
-             "doc": "Reconciliations: the fingerprint of the entry list the request was built with (SPEC §4.1); "
+             "doc": "Reconciliations: the fingerprint of the entry list the request was built with (contract §4.1); "
                     "null for every other family."},
             {"name": "candidate_sha256", "type": ["null", string], "default": None,
-             "doc": "Judge requests: sha256 of the judged attempt's raw response (SPEC §4.3); null otherwise."},
+             "doc": "Judge requests: sha256 of the judged attempt's raw response (contract §4.3); null otherwise."},
             {"name": "judge", "type": ["null", string], "default": None,
              "doc": "Judge requests: the judge's name; null otherwise."},
             {"name": "judge_fingerprint", "type": ["null", string], "default": None,
@@ -438,7 +438,7 @@ def generated_request_schemas() -> dict[str, bytes]:
 
 
 
-# --- the slot rows of a comparison (compare's slots/, SPEC §6.3) ------------------------------
+# --- the slot rows of a comparison (compare's slots/, contract §6.3) ------------------------------
 
 SLOT_CHANGE_SCHEMA_JSON = "outputs/slot_change.v1.json"
 SLOT_CHANGE_SCHEMA_AVRO = "outputs/slot_change.v1.avsc"
@@ -494,7 +494,7 @@ def slot_change_avro_schema() -> dict:
         "type": "record",
         "name": "SlotChangeV1",
         "namespace": "notarius.outputs",
-        "doc": "One slot whose outcome or accepted records differ between run A and run B (SPEC 6.3).",
+        "doc": "One slot whose outcome or accepted records differ between run A and run B (contract §6.3).",
         "fields": [
             {"name": "family", "type": "string"},
             {"name": "source_id", "type": "string"},

@@ -1,4 +1,4 @@
-"""One slot's decision (SPEC §6, §6.1, §4.1), returned as a value.
+"""One slot's decision (contract §6, §6.1, §4.1), returned as a value.
 
 A *slot* is one family's attempts at one chunk of one source (a source-level
 family's chunk is ``*``). :func:`decide_slot` evaluates each attempt under
@@ -81,7 +81,7 @@ class SlotDecision:
     accepted: int = -1
     adapted: Adapted | None = None
     request: RequestRow | None = None
-    # SPEC §4.3: the judge requests of a slot waiting on its judges (never with ``request``), and the
+    # contract §4.3: the judge requests of a slot waiting on its judges (never with ``request``), and the
     # verdicts the accepted attempt passed (its artifact's ``judged_by``).
     judge_requests: tuple[RequestRow, ...] = ()
     judged_by: tuple[JudgedByRow, ...] = ()
@@ -89,7 +89,7 @@ class SlotDecision:
     @property
     def survives(self) -> bool:
         """An accepted slot one of whose passing attempts passes without endpoint ordering: no
-        retry was saved by it (SPEC §5 step 3)."""
+        retry was saved by it (contract §5 step 3)."""
         return any(verdict in _PASSING and not reordered for _, verdict, _, reordered in self.verdicts)
 
 
@@ -115,7 +115,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         return SlotDecision(OUTCOME_DEFERRED, tuple((cand, VERDICT_DEFERRED, (), 0) for cand in attempts),
                             tuple(counts))
 
-    # A reconciliation is pinned to the entry list it was shown (SPEC §4.1): an attempt made for
+    # A reconciliation is pinned to the entry list it was shown (contract §4.1): an attempt made for
     # another list is not evaluated (its labels name other entries); the others decide the slot.
     list_fp = None
     judged = attempts
@@ -138,7 +138,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
     attempts_spent = attempts[-1].attempt >= MAX_ATTEMPT_NUMBER
     walk = None
     if judging is not None and judging.judges:
-        # SPEC §4.3: a slot that a refresh request will replace is decided by the rules alone.
+        # contract §4.3: a slot that a refresh request will replace is decided by the rules alone.
         rules_only = refresh_stale and not any(current) and not attempts_spent
         walk = walk_judges(spec, chunk_id, judged, results, current, judging, rules_only=rules_only,
                            fingerprints=assets, input_fingerprint=list_fp, known=ctx.transcript.index, counts=counts)
@@ -170,7 +170,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         verdicts, accepted = _with_waiting_attempts(spec, attempts, verdicts, accepted, list_fp)
 
     if walk is not None and walk.awaiting is not None:
-        # SPEC §4.3: the slot waits for its judges; never a judge request and a retry or refresh together.
+        # contract §4.3: the slot waits for its judges; never a judge request and a retry or refresh together.
         counts.append((keys.deferred, 1))
         return SlotDecision(OUTCOME_DEFERRED, tuple(verdicts), tuple(counts), judge_requests=tuple(walk.requests))
     request: RequestRow | None = None
@@ -180,7 +180,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         counts.append((keys.accepted, 1))
         counts.append((keys.accepted_current if current[chosen] else keys.accepted_stale, 1))
         if chosen and current[chosen] and any(r.passed and not fresh for r, fresh in zip(results[:chosen], current)):
-            # An earlier passing stale attempt would have won before SPEC §6.1.
+            # An earlier passing stale attempt would have won before contract §6.1.
             counts.append((keys.current_over_stale, 1))
         adapted = results[chosen].adapted
         assert adapted is not None  # a passing result always has its typed candidate
@@ -229,7 +229,7 @@ def _with_waiting_attempts(spec: FamilySpec, attempts: Sequence[Candidate], judg
 def _wait_for_current_list(spec: FamilySpec, chunk_id: str, ctx: EvaluationContext, attempts: Sequence[Candidate],
                            list_fp: str, prompt_fp: str, schema_fp: str, keys: FamilyKeys,
                            counts: list[tuple[str, int]], refresh_stale: bool) -> SlotDecision:
-    """A reconciliation slot whose every attempt was made for another entry list (SPEC §4.1):
+    """A reconciliation slot whose every attempt was made for another entry list (contract §4.1):
     deferred until an attempt on the current list comes; no attempt is evaluated or corrected.
     With --refresh-stale it gets one refresh request carrying the current list (the one
     deferral that is refreshed), numbered above every attempt, when a number is left."""

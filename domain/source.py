@@ -41,7 +41,7 @@ class Unit:
 @quick_init
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A chunk of a transcript. Its record's list names a *set* of units (SPEC §3.1):
+    """A chunk of a transcript. Its record's list names a *set* of units (contract §3.1):
     ``unit_ids`` holds them in document order, whatever order the record listed
     them in, so the excerpt and the first and last unit are document-ordered."""
 
@@ -189,7 +189,7 @@ def _require(record: Mapping[str, Any], key: str, kind: type | tuple[type, ...],
 
 
 def transcript_from_record(record: Any) -> Transcript:
-    """Build a :class:`Transcript` from a decoded transcript record (SPEC §3.1).
+    """Build a :class:`Transcript` from a decoded transcript record (contract §3.1).
 
     Raises :class:`TranscriptError` naming the first problem found.
     """

@@ -1,4 +1,4 @@
-"""What a provider billed for one answer (SPEC §3.2 and §3.3 ``usage``, §6.4), in one shape
+"""What a provider billed for one answer (contract §3.2 and §3.3 ``usage``, §6.4), in one shape
 whatever the provider:
 
 ``{"input_tokens": int, "output_tokens": int, "cached_input_tokens": int | null, "batch": bool}``

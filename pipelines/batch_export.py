@@ -2,7 +2,7 @@
 ``notarius-reprocess export-batch --retry-requests G --transcripts G --provider P --model M --output DIR``.
 
 The same runners as the main job. Each request (a retry, or a refresh after a
-prompt revision, SPEC §6.1) is joined with its transcript by source, and a
+prompt revision, contract §6.1) is joined with its transcript by source, and a
 reconciliation request with the run's accepted chunk registry artifacts
 (``--registries``, by default ``artifacts/*-registry/`` beside the run's
 ``retry_requests/``); one provider request line is written per request, in
@@ -12,7 +12,7 @@ request id, slot, attempt and fingerprints, which ``import-batch`` reads back.
 ``export_manifest.json`` proves that every retry request read was exported,
 dead-lettered (``dead_letters/``) or filtered, and states what the batch is
 expected to cost (``estimate``: tokens by one documented rule, money with
-``--prices``; SPEC §6.4).
+``--prices``; contract §6.4).
 
 The job's own flags are parsed here with argparse, and everything else goes
 to Beam, so these flags never collide with another job's PipelineOptions.
@@ -295,7 +295,7 @@ def _preflight(args: argparse.Namespace) -> None:
     given = [("--retry-requests", retry_requests_glob(args)), ("--transcripts", args.transcripts)]
     for flag, pattern in given + ([("--registries", registries_glob(args))] if args.registries else []):
         required_files(flag, pattern)
-    # SPEC 6.2: a run folder is read only when it verifies (never a half-written, mixed or forged one).
+    # contract §6.2: a run folder is read only when it verifies (never a half-written, mixed or forged one).
     run = run_folder_of(args.retry_requests, "retry_requests")
     if run is None:
         raise OptionsError(f"--retry-requests {args.retry_requests!r} does not name a run's retry requests "

@@ -3,15 +3,15 @@
 
 Writes under ``--output``:
 
-- ``candidates.jsonl``: one raw model-candidate record (SPEC §3.2) per answered
+- ``candidates.jsonl``: one raw model-candidate record (contract §3.2) per answered
   request, ready to be added to the archive for the next run of the job, with
   the usage the provider billed for it (``usage``, null when it said none);
-- ``verdicts.jsonl``: the same for judge requests: verdict records (SPEC §3.3);
+- ``verdicts.jsonl``: the same for judge requests: verdict records (contract §3.3);
 - ``ledger.jsonl``: every result line, byte for byte, with what it was;
 - ``import_manifest.json``: every exported request classified (imported,
   errored, expired, canceled, missing), the ids of all not imported, the
   conservation check, and the billed tokens per request kind and family beside
-  the export's estimate (``usage``, SPEC §6.4);
+  the export's estimate (``usage``, contract §6.4);
 - ``not_imported.txt``: those ids, one per line, for ``export-batch
   --only-request-ids`` to resubmit exactly them.
 
@@ -48,7 +48,7 @@ from transforms.raw_records import UTF8_BOM
 from transforms.write import join_path, write_json_document
 
 CANDIDATES = "candidates.jsonl"
-VERDICTS = "verdicts.jsonl"  # the judges' answers (SPEC §3.3), for the next run's --verdicts
+VERDICTS = "verdicts.jsonl"  # the judges' answers (contract §3.3), for the next run's --verdicts
 LEDGER = "ledger.jsonl"
 MANIFEST = "import_manifest.json"
 NOT_IMPORTED = "not_imported.txt"

@@ -1,6 +1,6 @@
 """Console script ``notarius-reprocess``.
 
-With no command it runs the reprocess job with its SPEC §6 flags; the commands
+With no command it runs the reprocess job with its contract §6 flags; the commands
 around it are in ``COMMANDS`` (``notarius-reprocess --help`` lists them all,
 ``notarius-reprocess help CMD`` shows one's options).
 

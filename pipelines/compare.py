@@ -1,4 +1,4 @@
-"""``notarius-reprocess compare RUN_A RUN_B --output DIR``: what changed from one run to another (SPEC §6.3).
+"""``notarius-reprocess compare RUN_A RUN_B --output DIR``: what changed from one run to another (contract §6.3).
 
 Both run folders must verify. A Beam job with the main job's runners (no
 ``--runner``: the in-process Fn API runner; any Beam option goes through)
@@ -75,7 +75,7 @@ COMPARE_OPTIONS: tuple[JobOption, ...] = (
                              "comparison writes).", default=False, switch=True),
     PRICES_OPTION,
 )
-DESCRIPTION = ("Compare two run folders that verify (SPEC 6.3): slots/ (the slots whose outcome or accepted records "
+DESCRIPTION = ("Compare two run folders that verify (contract §6.3): slots/ (the slots whose outcome or accepted records "
                "differ), compare.json, compare.html and manifest.json under --output. Any Beam option passes through.")
 
 
@@ -449,7 +449,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     def both_runs_verify() -> None:
         for run_name, folder in zip(RUNS, folders):
             try:
-                manifests[run_name] = require_verified(folder)  # SPEC 6.2: only a run folder that verifies
+                manifests[run_name] = require_verified(folder)  # contract §6.2: only a run folder that verifies
             except SystemExit as refused:
                 raise OptionsError(f"run {run_name.upper()}: {refused}") from None
 
@@ -468,7 +468,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
         recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format,
                     "prices": args.prices}
-        # What the runs cost (SPEC 6.4): read here, beside the job, from both runs' rows.
+        # What the runs cost (contract §6.4): read here, beside the job, from both runs' rows.
         cost = comparison_cost(runs, prices[0], args.prices)
         send_stage_inputs_whole()  # see runners/workarounds.py
         with beam.Pipeline(options=options) as pipeline:
@@ -533,7 +533,7 @@ def format_summary(document: Mapping[str, Any], output: str) -> str:
 
 
 def cost_summary_lines(document: Mapping[str, Any]) -> list[str]:
-    """What compare prints of the cost (SPEC 6.4): B's attempts beside A's, and the refresh round."""
+    """What compare prints of the cost (contract §6.4): B's attempts beside A's, and the refresh round."""
     cost = document.get("cost")
     if not cost:
         return []

@@ -1,4 +1,4 @@
-"""The cost sections of the report and of the comparison page (SPEC §6.4), rendered from the cost
+"""The cost sections of the report and of the comparison page (contract §6.4), rendered from the cost
 records ``analysis.cost.table_record`` writes (the report's from its run, compare.html's from
 compare.json's ``cost``): one look for both. Every piece of data goes through ``e``."""
 

@@ -255,7 +255,7 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
     truth_all = backfill / "ground-truth.jsonl"
     truth_all.write_bytes(truth.read_bytes() + truth_backfill.read_bytes())
 
-    # The answers are new attempts: the judges see them before they are accepted (SPEC 4.3).
+    # The answers are new attempts: the judges see them before they are accepted (contract §4.3).
     print(f"6/8 the judges' round: run 1's answers judged -> {backfill / 'judging'}")
     judging = backfill / "judging"
     status = reprocess.main([*job, "--candidates", str(archive / "candidates*"), "--verdicts", str(verdicts),

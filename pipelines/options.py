@@ -71,9 +71,9 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
               type=int, minimum=1, maximum=MAX_ATTEMPT_NUMBER),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
     JobOption("--refresh-stale", "Write one refresh request per slot that rests only on attempts made under an "
-                                 "earlier prompt or schema (SPEC 6.1): a new extraction under the current prompt.",
+                                 "earlier prompt or schema (contract §6.1): a new extraction under the current prompt.",
               default=False, switch=True),
-    JobOption("--judges", "Semantic judges to run (SPEC 4.3, docs/judges.md): comma-separated judge names, or all "
+    JobOption("--judges", "Semantic judges to run (contract §4.3, docs/judges.md): comma-separated judge names, or all "
                           "(default: none, the deterministic validators alone)."),
     JobOption("--verdicts", "Optional glob of verdict records (the judges' answers, import-batch's verdicts.jsonl; "
                             "JSON Lines, .gz, Avro or Parquet) to apply."),
@@ -89,7 +89,7 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
 )
 
 
-# --- prices (SPEC §6.4): one flag and one reader for every command that states money ------------------
+# --- prices (contract §6.4): one flag and one reader for every command that states money ------------------
 
 PRICES_OPTION = JobOption(
     "--prices", "Your prices per provider/model (JSON, docs/batch.md): money beside the tokens, the batch discount "
@@ -144,7 +144,7 @@ def parse_families(value: str | None) -> frozenset[str] | None:
 
 
 def declared_judges() -> dict[str, str]:
-    """Judge name -> the family that declares it (SPEC §4.3: judges are declared with their family)."""
+    """Judge name -> the family that declares it (contract §4.3: judges are declared with their family)."""
     return {judge.name: spec.key for spec in FAMILIES.values() for judge in spec.judges}
 
 

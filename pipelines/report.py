@@ -75,7 +75,7 @@ def outcomes_section(manifest: Mapping[str, Any]) -> str:
 
 
 def entry_list_note(manifest: Mapping[str, Any]) -> str:
-    """Reconciliation attempts made for an entry list that has since changed (SPEC §4.1); nothing when none."""
+    """Reconciliation attempts made for an entry list that has since changed (contract §4.1); nothing when none."""
     refresh = manifest.get("refresh") or {}
     changed, waiting = int(refresh.get("entry_list_changed", 0)), int(refresh.get("entry_list_slots_waiting", 0))
     if not changed:
@@ -94,7 +94,7 @@ JUDGE_COLUMNS = (  # manifest key, column heading
 
 
 def judges_section(figures: RunFigures) -> str:
-    """The semantic judges of the run (SPEC 4.3): per judge, its requests and what its verdicts came to;
+    """The semantic judges of the run (contract §4.3): per judge, its requests and what its verdicts came to;
     verdict conservation; with the ground truth, how right the judges were. Nothing without judges."""
     manifest = figures.manifest
     judges: Mapping[str, Mapping[str, Any]] = manifest.get("judges") or {}
@@ -163,7 +163,7 @@ REFRESH_COLUMNS = (  # manifest key, column heading
 
 def refresh_section(manifest: Mapping[str, Any], output_dir: str,
                     baseline: Mapping[str, Any] | None = None) -> str:
-    """Prompt revisions (SPEC §6.1): what rests on an earlier prompt, the backfill planned, what it changed; with
+    """Prompt revisions (contract §6.1): what rests on an earlier prompt, the backfill planned, what it changed; with
     ``baseline`` (the comparison document of the baseline run with this one), what the backfill answered."""
     refresh = manifest.get("refresh")
     if not refresh:

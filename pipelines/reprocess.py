@@ -96,7 +96,7 @@ class JobSettings:
     progress_seconds: float = 0.0
     config: RunConfig = RunConfig()
     runner: str = DEFAULT_RUNNER
-    verdicts: str | None = None  # SPEC §3.3: the judges' answers, joined to their candidates
+    verdicts: str | None = None  # contract §3.3: the judges' answers, joined to their candidates
 
     @classmethod
     def from_options(cls, opts: ReprocessOptions, runner: str) -> "JobSettings":
@@ -163,7 +163,7 @@ class ReprocessJob(beam.PTransform):
         s = self.settings
         # The read step's dead letters and counts ride through the per-source step (one output: Flink).
         read = pbegin | "Read" >> ReadKeyedInputs(s.inputs(), dead_letters_label="dead_letters")
-        if s.verdicts:  # SPEC §3.3: verdicts name candidates, not sources: keyed through the candidates
+        if s.verdicts:  # contract §3.3: verdicts name candidates, not sources: keyed through the candidates
             verdicts = pbegin | "Verdicts" >> KeyThroughIndex(
                 KeyedInput(s.verdicts, INPUT_VERDICTS, "candidate_id", s.max_record_bytes,
                            fields=input_field_shape(VERDICT_INPUT_SCHEMA),
@@ -300,7 +300,7 @@ def format_summary(manifest: dict, output: str) -> str:
 
 
 def judges_summary(manifest: dict) -> list[str]:
-    """Semantic judges (SPEC 4.3) in the summary: only when the run had some."""
+    """Semantic judges (contract §4.3) in the summary: only when the run had some."""
     judges = manifest.get("judges") or {}
     if not judges:
         return []
@@ -320,7 +320,7 @@ def judges_summary(manifest: dict) -> list[str]:
 
 
 def refresh_summary(refresh: dict | None) -> list[str]:
-    """Prompt revisions (SPEC 6.1) in the summary: only when some slot rests on stale attempts or was refreshed."""
+    """Prompt revisions (contract §6.1) in the summary: only when some slot rests on stale attempts or was refreshed."""
     if not refresh or not (refresh["slots_to_refresh"] or refresh["refresh_requests"] or refresh["current_over_stale"]):
         return []
     rows = [(f, r) for f, r in refresh["by_family"].items() if r["slots_to_refresh"] or r["current_over_stale"]]

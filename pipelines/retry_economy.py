@@ -110,7 +110,7 @@ def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigure
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
         judged = None
-        if (manifest.get("options") or {}).get("judges"):  # SPEC 4.3: the accepted attempts a judge passed
+        if (manifest.get("options") or {}).get("judges"):  # contract §4.3: the accepted attempts a judge passed
             judged = [a["provenance"]["candidate_id"] for key, spec in FAMILIES.items() if spec.judges
                       for a in iter_rows(join_path(str(out), "artifacts", key)) if a["provenance"].get("judged_by")]
         accepted = int((manifest.get("outputs") or {}).get("artifacts") or 0)

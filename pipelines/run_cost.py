@@ -1,4 +1,4 @@
-"""What a run cost, and what its open requests will (SPEC §6.4): the files read for ``analysis.cost``.
+"""What a run cost, and what its open requests will (contract §6.4): the files read for ``analysis.cost``.
 
 For the report and compare. Plain file reading, no pipeline:
 

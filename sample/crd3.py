@@ -1,4 +1,4 @@
-"""Convert CRD3 episode files into transcript records (SPEC §3.1).
+"""Convert CRD3 episode files into transcript records (contract §3.1).
 
 One unit per CRD3 turn:
 

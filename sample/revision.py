@@ -4,7 +4,7 @@ The simulated archive can hold one family whose first attempts were produced
 under an earlier prompt (``simulated_producer --revised-family``). That prompt
 is real text (``sample/prompts/<family>.v0.md``, composed with the shared
 includes exactly as the installed prompt is), so its fingerprint is the sha256
-of what a model would have read, as SPEC §8 defines it. The installed assets
+of what a model would have read, as contract §8 defines it. The installed assets
 are the revised version.
 """
 

@@ -1,4 +1,4 @@
-"""Registry reconciliations in the SIMULATED producer (SPEC §4.1): entries, proposals, defects.
+"""Registry reconciliations in the SIMULATED producer (contract §4.1): entries, proposals, defects.
 
 A reconciliation slot is `(source, "*", <kind>-reconciliation)`. Its prompt
 lists every entry of the source's accepted chunk registries of that kind,
@@ -107,7 +107,7 @@ def _shown_evidence(position: dict[int, int], evidence: Sequence[dict]) -> list[
 
 
 def entry_list_fingerprint(position: dict[int, int], entries: Sequence[Entry]) -> str:
-    """What a careful producer records as its attempt's `input_fingerprint` (SPEC §3.2, §4.1):
+    """What a careful producer records as its attempt's `input_fingerprint` (contract §3.2, §4.1):
     `sha256:` over the entry list exactly as its prompt shows it - one JSON object per line with
     label, name, aliases, description and cited ranges, in label order."""
     text = "".join(orjson.dumps({

@@ -1,7 +1,7 @@
 """SIMULATED billed usage: what a provider could have billed for one answer, NOT any provider's count.
 
 The simulated producer, batch provider and judge report usage derived from the text they answer,
-deterministically (SPEC §3.2 ``usage``):
+deterministically (contract §3.2 ``usage``):
 
 - input tokens: the UTF-8 bytes of the prompt as sent (system prompt, the user turn, the response
   schema) / 4, rounded up, plus ``MESSAGE_OVERHEAD`` tokens of message framing a real request
@@ -53,7 +53,7 @@ def billed(key: str, *, prompt_bytes: int, system_bytes: int, answer: str) -> tu
 
 
 def usage_record(key: str, *, prompt_bytes: int, system_bytes: int, answer: str, batch: bool) -> dict:
-    """The candidate's ``usage`` (SPEC §3.2)."""
+    """The candidate's ``usage`` (contract §3.2)."""
     input_tokens, cached, output_tokens = billed(key, prompt_bytes=prompt_bytes, system_bytes=system_bytes,
                                                  answer=answer)
     return {"input_tokens": input_tokens, "output_tokens": output_tokens, "cached_input_tokens": cached,

@@ -1,7 +1,7 @@
 """SIMULATED producer: a test and demo double, NOT a model.
 
-It reads transcript records (SPEC §3.1) and writes what an archive of raw
-LLM extraction responses could look like (SPEC §3.2): one candidate record
+It reads transcript records (contract §3.1) and writes what an archive of raw
+LLM extraction responses could look like (contract §3.2): one candidate record
 per producer attempt for every per-chunk family, with content taken from the
 chunk text (SRD spells and monsters mentioned, speakers, capitalised names)
 and defects injected at known rates (`sample.sim_defects.DefectRates`). A
@@ -11,10 +11,10 @@ canonicalization.
 
 With `--reconciliations` it also writes, per source and registry kind with an
 accepted chunk registry, the source-level reconciliation attempts
-(`chunk_id` "*", SPEC §4.1) whose labels E1, E2, ... follow the job's entry
+(`chunk_id` "*", contract §4.1) whose labels E1, E2, ... follow the job's entry
 order (`sample.sim_reconciliation`), with their proposal defects in the same
 ground truth; each records the fingerprint of the entry list it was made from
-(`input_fingerprint`, SPEC §3.2), as a careful producer does. Off by default, so archives made without it stay per-chunk only.
+(`input_fingerprint`, contract §3.2), as a careful producer does. Off by default, so archives made without it stay per-chunk only.
 
 With `--usage` each candidate carries the usage a provider could have billed for it
 (`sample.sim_usage`: input from the bytes of the prompt it answered, output from its response's,
@@ -23,7 +23,7 @@ some input cached; one attempt in ten recorded without usage). Off by default.
 With `--revised-family F` the first attempt of every slot of family F was
 produced under the earlier prompt kept in `sample/prompts/F.v0.md`
 (`sample.revision`): its prompt fingerprint is that text's, so the job counts
-it as stale (SPEC §6.1); later attempts came after the revision. Only the
+it as stale (contract §6.1); later attempts came after the revision. Only the
 fingerprint changes: responses, defects and ground truth are the same.
 
 Everything is deterministic: each source draws from an RNG seeded by
@@ -124,7 +124,7 @@ class Emitted:
 @dataclass(frozen=True, slots=True)
 class SlotResult:
     emitted: list[Emitted]
-    accepted_response: dict | None   # the response of the attempt the job accepts (SPEC §6.1)
+    accepted_response: dict | None   # the response of the attempt the job accepts (contract §6.1)
 
 
 def candidate_id(source_id: str, chunk_id: str, family: str, attempt: int) -> str:
@@ -273,7 +273,7 @@ class SimulatedProducer:
                     response, judge_defects = plant(family, response, view.chunk_speakers(),
                                                     self.config.judge_defects, planting)
             # The job accepts the earliest passing current attempt, else the earliest passing one
-            # (SPEC §6.1): what later prompts list (registries) is that attempt's response.
+            # (contract §6.1): what later prompts list (registries) is that attempt's response.
             if passes and self.stale(family, attempt, kinds):
                 accepted_stale = response if accepted_stale is None else accepted_stale
             elif passes and accepted is None:
@@ -338,7 +338,7 @@ class SimulatedProducer:
     def envelope(self, source_id: str, chunk_id: str, family: str, attempt: int,
                  raw_response: str, kinds: Sequence[DefectKind], slot_seed: int,
                  input_fingerprint: str | None = None, shown_bytes: int = 0) -> dict:
-        """One candidate record (SPEC §3.2); ``input_fingerprint`` (reconciliations only): the
+        """One candidate record (contract §3.2); ``input_fingerprint`` (reconciliations only): the
         entry list the attempt was made from; ``shown_bytes``: what the request showed besides the
         prompt (with ``usage``)."""
         prompt, schema = self.fingerprints(family)

@@ -143,7 +143,7 @@ def good_records():
 
 def bad_candidate_lines():
     s1 = "crd3:S1"
-    # Stale like c-01, so the earliest attempt still wins (a current one would win over c-01, SPEC §6.1).
+    # Stale like c-01, so the earliest attempt still wins (a current one would win over c-01, contract §6.1).
     dup = candidate("c-dup", "spells", s1, "x-1", 1, GOOD_FIREBALL, stale=True)
     dup_later = {**dup, "received_at": "2026-10-02T00:00:00Z"}
     wrong_type = {**candidate("c-20", "spells", s1, "x-1", 1, GOOD_FIREBALL), "attempt": "1"}

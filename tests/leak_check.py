@@ -1,4 +1,4 @@
-"""The shared leak check: nothing internal in model-facing guidance (SPEC §7).
+"""The shared leak check: nothing internal in model-facing guidance (contract §7).
 
 Two checks live here:
 

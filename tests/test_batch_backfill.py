@@ -1,4 +1,4 @@
-"""export-batch for every request kind (SPEC §6.1) and for the source-level
+"""export-batch for every request kind (contract §6.1) and for the source-level
 reconciliations, on the domain alone: the job's own rows go in, and the answers
 built from the exported prompt come back as the slot's next, current attempt."""
 

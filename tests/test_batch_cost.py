@@ -1,4 +1,4 @@
-"""What a batch costs (SPEC §6.4; issue 41 items 2 and 3): export-batch's estimate before sending,
+"""What a batch costs (contract §6.4; issue 41 items 2 and 3): export-batch's estimate before sending,
 by one documented rule and, with the operator's ``--prices``, in money; the import's billed
 tokens beside that estimate for the same requests.
 

@@ -101,7 +101,7 @@ def _same_shape(json_schema: dict, gemini: dict) -> None:
 @settings(max_examples=60, deadline=None)
 @given(SUBSET_SCHEMAS)
 def test_every_schema_of_the_spec_subset_fits_every_provider(schema):
-    """SPEC §4's provider subset is accepted by all three checks, and Gemini's
+    """contract §4's provider subset is accepted by all three checks, and Gemini's
     conversion keeps every property, its order, requiredness, nullability and enum."""
     assert openai_strict_problems(schema) == ()
     assert anthropic_problems(schema) == ()

@@ -51,7 +51,7 @@ ANSWERS = {
     ("combat-turns", S1, "x-1"): turn("Grog", 10, 3),
     ("combat-turns", S1, "x-2"): turn("Grog", 20, 1),
     ("combat-turns", S1, "x-3"): turn("Vex", 50, 30),
-    # The refresh of a slot whose attempts are all stale (SPEC 6.1): a new extraction, no guidance.
+    # The refresh of a slot whose attempts are all stale (contract §6.1): a new extraction, no guidance.
     ("spells", S1, "x-1"): orjson.dumps(GOOD_FIREBALL).decode(),
 }
 REFRESHED = ("spells", S1, "x-1")

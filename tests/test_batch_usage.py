@@ -1,4 +1,4 @@
-"""Billed usage through the loop (SPEC §3.2 and §3.3 ``usage``, §6.4; issue 41 item 1).
+"""Billed usage through the loop (contract §3.2 and §3.3 ``usage``, §6.4; issue 41 item 1).
 
 Result lines are built with the official SDKs' own types (openai ``ChatCompletion`` and
 ``Response``, anthropic ``MessageBatchIndividualResponse``, google-genai

@@ -47,7 +47,7 @@ ODD_ATTEMPTS = [b"0", b"-1", b"-0", str(MAX_ATTEMPT_NUMBER).encode(), str(MAX_AT
 ODD_PRODUCERS = [b'{"provider": "p", "model": "m", "temperature": 0}', b'{"model": "m"}', b'{"provider": 1, "model": "m"}',
                  b'{"provider": "p", "model": "m", "model": "n"}', b'{"provider": "p", "model": 5, "model": "n"}',
                  b'{"provider": "p", "model": "m", "x": 1e999}', b'[]', b'null', b'{"provider": "", "model": ""}']
-# Billed usage (SPEC 3.2): well formed, out of range, mistyped, inconsistent, with keys twice or extra.
+# Billed usage (contract §3.2): well formed, out of range, mistyped, inconsistent, with keys twice or extra.
 GOOD_USAGE = b'{"input_tokens": 12, "output_tokens": 3, "cached_input_tokens": 4, "batch": true}'
 WITHOUT_CACHED = b'{"input_tokens": 12, "output_tokens": 3, "batch": false}'
 CACHED_NULL = b'{"input_tokens": 12, "output_tokens": 3, "cached_input_tokens": null, "batch": true}'

@@ -1,4 +1,4 @@
-"""Comparing two runs (SPEC §6.3): the pure rules of ``analysis.compare`` and the command end to end.
+"""Comparing two runs (contract §6.3): the pure rules of ``analysis.compare`` and the command end to end.
 
 The command runs in a process of its own (``python -m pipelines.cli compare``): Beam parses every
 loaded job's PipelineOptions together, and this test process runs the main job in-process.

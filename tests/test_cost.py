@@ -1,4 +1,4 @@
-"""What a run cost (SPEC §6.4, issue 41 item 4): billed usage on the run's rows, priced at the operator's
+"""What a run cost (contract §6.4, issue 41 item 4): billed usage on the run's rows, priced at the operator's
 prices in the report and compare; per-family sums add up to the totals; attempts without usage are counted,
 never priced; an unpriced model is named, its cost unknown, never zero.
 

@@ -1,4 +1,4 @@
-"""CRD3 -> transcript record conversion (SPEC §3.1) and the bundled sample."""
+"""CRD3 -> transcript record conversion (contract §3.1) and the bundled sample."""
 
 from __future__ import annotations
 

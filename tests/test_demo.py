@@ -1,6 +1,6 @@
 """`make demo` at small scale: simulated archive with a prompt revision -> run 1 (Avro, --refresh-stale)
 -> export-batch -> simulated batch provider -> import-batch -> run 2 -> retry economy -> HTML reports.
-This is the end-to-end test of the three runs of a backfill (SPEC §6.1)."""
+This is the end-to-end test of the three runs of a backfill (contract §6.1)."""
 
 from __future__ import annotations
 

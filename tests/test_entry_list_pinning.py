@@ -1,4 +1,4 @@
-"""A reconciliation is pinned to the entry list it was shown (issue 31; SPEC §3.2, §4.1, §6.1).
+"""A reconciliation is pinned to the entry list it was shown (issue 31; contract §3.2, §4.1, §6.1).
 
 Labels E1, E2, ... name positions in one list. When a source's accepted chunk
 registries change between runs, the list changes and the same labels name
@@ -248,7 +248,7 @@ def test_an_attempt_made_for_the_current_list_is_judged_as_before():
 def test_only_attempts_on_the_current_list_count_for_a_retry():
     """Attempt 2 (current list) fails: the retry corrects it, numbered above attempt 3 (made for
     another list); attempt 3 is never told it erred, and neither is attempt 1: it recorded no list,
-    but attempt 3, after it, was made for another one, so attempt 1 was too (SPEC §4.1, amended)."""
+    but attempt 3, after it, was made for another one, so attempt 1 was too (contract §4.1, amended)."""
     result = run([*RUN2_REGISTRIES,
                   reconciliation("c-k1", entity("Grog", "E1", "E2", "E3")),  # would pass against L2
                   reconciliation("c-k2", entity("Grog", "E1"), attempt=2, fingerprint=FP2),

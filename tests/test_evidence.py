@@ -38,7 +38,7 @@ T = make()
 IX = T.index
 
 
-# --- the definitions (SPEC §5, §5.3), written without domain.evidence --------------------------
+# --- the definitions (contract §5, §5.3), written without domain.evidence --------------------------
 
 def def_positions(index, ref):
     """Document positions of a ref's two endpoints as given; None unless it is of the index's source
@@ -53,7 +53,7 @@ def def_reversed(index, ref):
 
 
 def def_order(index, ref):
-    """SPEC §5 step 3: swapped only when it resolves in the current source and runs backwards."""
+    """contract §5 step 3: swapped only when it resolves in the current source and runs backwards."""
     return SourceRef(ref.source_id, ref.end_unit_id, ref.start_unit_id) if def_reversed(index, ref) else ref
 
 
@@ -75,7 +75,7 @@ def def_earliest(index, refs):
 
 
 def def_within(index, chunk, ref):
-    """SPEC §5.3: every unit of the forward span is a member of the chunk."""
+    """contract §5.3: every unit of the forward span is a member of the chunk."""
     p = def_positions(index, ref)
     if chunk is None or p is None or p[0] > p[1]:
         return False
@@ -321,7 +321,7 @@ def test_order_records_equals_its_definition(data, doc, reordered):
     assert adapted.endpoints_reordered == reordered
 
 
-# --- the source-reference validator (SPEC §5.3) --------------------------------------------------------
+# --- the source-reference validator (contract §5.3) --------------------------------------------------------
 
 def def_reference_codes(index, chunk, records):
     """(reason code, location) of every range that is not wholly inside the chunk, in order."""

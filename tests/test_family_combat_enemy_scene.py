@@ -32,7 +32,7 @@ from domain.source import transcript_from_record
 COMBAT, ENEMY, SCENE = "combat-turns", "enemy-events", "scene-descriptions"
 OUR_FAMILIES = (COMBAT, ENEMY, SCENE)
 
-# SPEC §4, verbatim.
+# contract §4, verbatim.
 SPEC_ENUMS = {
     COMBAT: ("turns", "turn_kind", ("attack", "cast_spell", "move", "dash", "disengage", "dodge", "help", "hide",
                                     "ready", "use_object", "other")),

@@ -1,4 +1,4 @@
-"""Normalization invariants (SPEC §4.2): checked on every artifact, shown to operators only."""
+"""Normalization invariants (contract §4.2): checked on every artifact, shown to operators only."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_broken_derived_state_is_an_operator_only_issue(refs, earliest, expected
 
 
 def reference_invariant_codes(records, earliest):
-    """The two evidence invariants as SPEC §4.2 states them, unit by unit through the index."""
+    """The two evidence invariants as contract §4.2 states them, unit by unit through the index."""
     index = TRANSCRIPT.index
 
     def positions(r):

@@ -1,4 +1,4 @@
-"""Semantic judges (SPEC §4.3; issue #40): declarations, verdicts, the walk, guidance, conservation.
+"""Semantic judges (contract §4.3; issue #40): declarations, verdicts, the walk, guidance, conservation.
 
 The domain entry point (``process_source``) is driven with hand-written verdict
 records, as an operator's provider would return them after export-batch and

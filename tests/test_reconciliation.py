@@ -1,4 +1,4 @@
-"""Registry reconciliation (SPEC §4.1): entry labels, proposal issues, guidance, membership, deferral."""
+"""Registry reconciliation (contract §4.1): entry labels, proposal issues, guidance, membership, deferral."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def test_every_category_is_reported_in_one_evaluation():
 
 
 def independent_reading(entities: list[dict], labels: list[str]) -> Counter:
-    """SPEC §4.1 read plainly: how many issues of each category a proposal should get."""
+    """contract §4.1 read plainly: how many issues of each category a proposal should get."""
     holders = {label: {n for n, e in enumerate(entities) if label in e["member_labels"]} for label in labels}
     names = [(n, fold_name(name)) for n, e in enumerate(entities) for name in (e["name"], *e["aliases"])]
     holders_of_name = defaultdict(set)

@@ -1,4 +1,4 @@
-"""Nothing internal reaches a model (SPEC §7), whatever the model wrote.
+"""Nothing internal reaches a model (contract §7), whatever the model wrote.
 
 Candidates of every family are generated from the family's LLM schema with
 hostile text in every string: things that look like ids, hashes, paths,

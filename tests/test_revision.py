@@ -1,4 +1,4 @@
-"""Prompt revisions (SPEC §6.1): current attempts win, refresh requests plan the re-extraction.
+"""Prompt revisions (contract §6.1): current attempts win, refresh requests plan the re-extraction.
 
 Slots are generated with hypothesis (attempt numbers, pass or fail, current or
 stale) and run through the real per-source entry point. The selection rule as
@@ -55,7 +55,7 @@ def run(attempts, max_attempts=3, refresh=False, order=None):
 
 
 def before_revisions(attempts, max_attempts):
-    """The pre-§6.1 decision: the earliest passing attempt wins; else one retry from the latest
+    """The decision before contract §6.1: the earliest passing attempt wins; else one retry from the latest
     attempt while the budget lasts. Returns ({candidate: verdict}, accepted id, (replaced id, attempt) | None)."""
     ordered = sorted(((a, f"c-{n}", p) for n, (a, p, _) in enumerate(attempts)), key=lambda t: (t[0], t[1]))
     accepted = next((cid for _, cid, p in ordered if p), None)

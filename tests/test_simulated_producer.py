@@ -1,7 +1,7 @@
 """The SIMULATED producer (a test double): candidate format, content and ground truth.
 
 The checks here re-derive what the producer claims from its outputs alone:
-an independent, deliberately plain reading of SPEC §4 (`spec_failures`)
+an independent, deliberately plain reading of contract §4 (`spec_failures`)
 must agree with the ground truth's `expected_pass` for every candidate, and
 every injected defect must really be present where the truth says it is.
 """
@@ -116,14 +116,14 @@ class Source:
                    {c["chunk_id"]: c for c in record["chunks"]})
 
     def canonical(self, start: int, end: int) -> tuple[int, int]:
-        """SPEC §5 step 3: swap only resolvable endpoints whose start sits later."""
+        """contract §5 step 3: swap only resolvable endpoints whose start sits later."""
         if start in self.position and end in self.position \
                 and self.position[start] > self.position[end]:
             return end, start
         return start, end
 
     def within(self, chunk_id: str, start: int, end: int) -> bool:
-        """SPEC §5.3: every unit of the document-ordered span belongs to the chunk."""
+        """contract §5.3: every unit of the document-ordered span belongs to the chunk."""
         if start not in self.position or end not in self.position:
             return False
         first, last = self.position[start], self.position[end]
@@ -137,7 +137,7 @@ def sources_of(run: Run) -> dict[str, Source]:
     return {source_id: Source.of(record) for source_id, record in run.transcripts.items()}
 
 
-# ------------------------------------------------------------------ an independent SPEC §4 reading
+# ------------------------------------------------------------------ an independent contract §4 reading
 
 E = {"start_unit_id": int, "end_unit_id": int}
 ENUMS = {
@@ -213,7 +213,7 @@ def structurally_valid(family: str, response) -> bool:
 
 
 def spec_failures(candidate: dict, source: Source, registries: dict[str, set[str]]) -> list[str]:
-    """Every rule of SPEC §4 a candidate breaks, after endpoint canonicalization."""
+    """Every rule of contract §4 a candidate breaks, after endpoint canonicalization."""
     family, chunk_id = candidate["family"], candidate["chunk_id"]
     try:
         response = parse_response(candidate["raw_response"])

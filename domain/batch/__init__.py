@@ -1,5 +1,5 @@
 """Provider batch files: retry requests out as provider request lines, provider
-result lines back in as raw model candidates (SPEC §3.2). Pure Python, no Beam.
+result lines back in as raw model candidates (contract §3.2). Pure Python, no Beam.
 
 - ``schemas``: each provider's documented JSON Schema subset, checked before export.
 - ``prompts``: what the model is asked (system prompt, excerpt, validator feedback).

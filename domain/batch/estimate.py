@@ -1,4 +1,4 @@
-"""What a batch is expected to cost before it is sent (SPEC §6.4): export-batch's ``estimate``.
+"""What a batch is expected to cost before it is sent (contract §6.4): export-batch's ``estimate``.
 
 Input tokens are estimated, not counted: no tokenizer for any target works offline here (tiktoken
 downloads its encodings on first use; Anthropic and Google count tokens through their APIs). One

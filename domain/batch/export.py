@@ -1,5 +1,5 @@
 """The export's domain steps: one source's request rows (retries and refreshes,
-SPEC §6.1) -> provider request lines, the plan that splits lines into files
+contract §6.1) -> provider request lines, the plan that splits lines into files
 within the provider's limits, and the export manifest.
 
 Every request read ends in exactly one place: a request line, a dead letter
@@ -7,7 +7,7 @@ Every request read ends in exactly one place: a request line, a dead letter
 ``--families`` / ``--kinds`` / ``--only-request-ids``). The manifest proves it.
 
 A source-level reconciliation request lists the source's accepted chunk
-registry entries (SPEC §4.1): the export reads them from the run's registry
+registry entries (contract §4.1): the export reads them from the run's registry
 artifacts (``registries`` input), labelled exactly as the job labels them. A
 request that names the list it was built with (``input_fingerprint``) is
 exported only when those artifacts give exactly that list; otherwise it is a
@@ -186,7 +186,7 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
     """One provider line and its index entry. Raises :class:`RetryRequestError`."""
     provider = config.provider
     judge = None
-    if request.kind == KIND_JUDGE:  # SPEC §4.3: the judge's prompt and schema over the judged attempt
+    if request.kind == KIND_JUDGE:  # contract §4.3: the judge's prompt and schema over the judged attempt
         judge = judge_of(request)
         prompt = build_judge_prompt(request, judge, transcript, candidate_line)
         schema_key, schema = f"judge-{judge.name}", _judge_provider_schema(provider.name, judge)
@@ -210,11 +210,11 @@ def request_row(config: ExportConfig, request: RetryRequest, transcript: Transcr
         # Reconciliations: the entry list the line shows (the request's own, checked); import-batch
         # copies it onto the answer's candidate. None for every other family.
         "input_fingerprint": prompt.input_fingerprint,
-        # SPEC 6.4: the rule's estimate of the line's input tokens (domain.batch.estimate); import-batch
+        # contract §6.4: the rule's estimate of the line's input tokens (domain.batch.estimate); import-batch
         # puts the billed count beside it.
         "estimated_input_tokens": estimated_input_tokens(prompt, schema),
     }
-    if judge is not None:  # what import-batch copies onto the verdict record (SPEC §3.3)
+    if judge is not None:  # what import-batch copies onto the verdict record (contract §3.3)
         index.update({"judge": judge.name, "judge_fingerprint": judge.fingerprint(),
                       "candidate_sha256": request.candidate_sha256})
     return {"custom_id": request.request_id, "line": line, "index": index, "raw": raw}

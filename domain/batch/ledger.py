@@ -1,4 +1,4 @@
-"""The import's accounting: provider result lines -> raw model candidates (SPEC §3.2)
+"""The import's accounting: provider result lines -> raw model candidates (contract §3.2)
 for the next attempt, every line kept byte for byte, every exported request
 classified exactly once.
 
@@ -18,7 +18,7 @@ fallback and the row says why; the unreadable rest of a file (cut or corrupt
 compression) is one ``unreadable`` row, and the summary then does not claim
 conservation, since the lines it held are unknown.
 
-Each imported answer carries what the provider billed for it (``usage``, SPEC §6.4;
+Each imported answer carries what the provider billed for it (``usage``, contract §6.4;
 null when the line says nothing, or nothing readable: never zeros), and the summary
 totals it per request kind and family, beside the export's estimate of the same
 requests' input tokens (``estimated_input_tokens`` in the export index).
@@ -82,11 +82,11 @@ class ExportedRequest:
     line_sha256: str
     line: int
     content_key: str | None = None
-    kind: str = KIND_RETRY  # retry or refresh (SPEC §6.1); indexes written before kinds existed hold retries
-    # Reconciliations: the fingerprint of the entry list the line showed (SPEC §4.1), copied onto
+    kind: str = KIND_RETRY  # retry or refresh (contract §6.1); indexes written before kinds existed hold retries
+    # Reconciliations: the fingerprint of the entry list the line showed (contract §4.1), copied onto
     # the answer's candidate; None for chunk families and in indexes written before it existed.
     input_fingerprint: str | None = None
-    # Judge requests (SPEC §4.3): the judged attempt and the judge, copied onto the verdict record.
+    # Judge requests (contract §4.3): the judged attempt and the judge, copied onto the verdict record.
     judged_candidate_id: str | None = None
     candidate_sha256: str | None = None
     judge: str | None = None
@@ -145,7 +145,7 @@ def candidate_id(provider: Provider, request: ExportedRequest, raw_line: bytes) 
 
 def candidate_record(provider: Provider, request: ExportedRequest, outcome: ResultOutcome, raw_line: bytes,
                      received_at: str) -> dict:
-    """The next attempt of the request's slot (SPEC §3.2); raw_response is exactly the model's text.
+    """The next attempt of the request's slot (contract §3.2); raw_response is exactly the model's text.
     A reconciliation's candidate carries the fingerprint of the entry list its request showed
     (``input_fingerprint``, from the export index); other candidates have no such field."""
     record = {
@@ -165,7 +165,7 @@ def candidate_record(provider: Provider, request: ExportedRequest, outcome: Resu
 
 def verdict_record(provider: Provider, request: ExportedRequest, outcome: ResultOutcome, raw_line: bytes,
                    received_at: str) -> dict:
-    """A judge's answer as a verdict record (SPEC §3.3): the request's identities copied, the judge's
+    """A judge's answer as a verdict record (contract §3.3): the request's identities copied, the judge's
     text kept exactly. Whether it is usable is the job's call (``domain.judges.read_answer``): nothing
     a judge said is lost here."""
     return {
@@ -311,7 +311,7 @@ class ImportLedger:
 
     def usage_summary(self) -> dict[str, Any]:
         """Billed tokens of the imported answers, per request kind and family and in total, each
-        beside the export's estimate of the same requests' input tokens (SPEC §6.4)."""
+        beside the export's estimate of the same requests' input tokens (contract §6.4)."""
         cells: dict[str, dict[str, list]] = {kind: {} for kind in REQUEST_KINDS}
         for request_id in sorted(self.usage):
             request = self.requests[request_id]

@@ -1,4 +1,4 @@
-"""Prices are the operator's (SPEC §6.4): a ``--prices FILE`` read by export-batch, the report and
+"""Prices are the operator's (contract §6.4): a ``--prices FILE`` read by export-batch, the report and
 compare, never a number built into the code.
 
 The file (JSON)::

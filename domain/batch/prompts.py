@@ -3,7 +3,7 @@ system instruction, and a user turn in labelled parts - the chunk's units in
 document order (for a source-level reconciliation: the labelled entry list of
 the source's accepted chunk registries), then, for a retry, the correction
 guidance, marked as feedback from the automatic checker rather than words of
-the user. A refresh request (SPEC §6.1) has no feedback part: it is the plain
+the user. A refresh request (contract §6.1) has no feedback part: it is the plain
 current prompt over the chunk.
 """
 
@@ -65,10 +65,10 @@ class RetryRequest:
     schema_fingerprint: str
     validator_policy_fingerprint: str
     kind: str = KIND_RETRY
-    # Reconciliations: the entry list the request was built with (SPEC §4.1); None otherwise,
+    # Reconciliations: the entry list the request was built with (contract §4.1); None otherwise,
     # and in rows of runs made before entry lists had fingerprints.
     input_fingerprint: str | None = None
-    # Judge requests (SPEC §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
+    # Judge requests (contract §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
     candidate_sha256: str | None = None
     judge: str | None = None
     judge_fingerprint: str | None = None
@@ -97,7 +97,7 @@ def _retry_request_validator() -> Draft202012Validator:
 
 
 def parse_retry_request(raw: bytes) -> RetryRequest:
-    """Decode and check one retry request record (SPEC §6). Raises :class:`RetryRequestError`."""
+    """Decode and check one retry request record (contract §6). Raises :class:`RetryRequestError`."""
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -123,7 +123,7 @@ def build_prompt(request: RetryRequest, transcript: Transcript,
     A source-level reconciliation needs ``registry_entries``: the labelled entries
     of the source's accepted chunk registries of its kind (``listed_entries``). The
     prompt shows exactly the list the request was built with: when the request names
-    its list (``input_fingerprint``, SPEC §4.1) and these entries are another list,
+    its list (``input_fingerprint``, contract §4.1) and these entries are another list,
     the request cannot be exported (a prompt for a different list would be answered
     with labels the job reads against other entries).
     """
@@ -184,7 +184,7 @@ def feedback_text(guidance: str) -> str:
     return f"{FEEDBACK_HEADING}\n\n<validator_feedback>\n{guidance}\n</validator_feedback>"
 
 
-# --- judge requests (SPEC §4.3) ---------------------------------------------------------------------
+# --- judge requests (contract §4.3) ---------------------------------------------------------------------
 
 def judge_of(request: RetryRequest) -> JudgeSpec:
     """The judge a judge request names, as declared now; RetryRequestError when it is unknown or was
@@ -205,7 +205,7 @@ def judge_of(request: RetryRequest) -> JudgeSpec:
 def build_judge_prompt(request: RetryRequest, judge: JudgeSpec, transcript: Transcript,
                        candidate_line: bytes | None) -> ModelPrompt:
     """The judge prompt for ``request``: the judge's instructions, the chunk's lines and the judged
-    attempt's canonical records numbered from 1, as data (SPEC §4.3). ``candidate_line`` is the
+    attempt's canonical records numbered from 1, as data (contract §4.3). ``candidate_line`` is the
     judged candidate's record; RetryRequestError when it is missing, changed, or no longer passes."""
     spec = FAMILIES[request.family]
     problem = chunk_problem(spec, transcript, request.chunk_id)

@@ -79,7 +79,7 @@ class ResultOutcome:
     response_model: str | None = None
     content_key: str | None = None
     received_at_problem: str | None = None  # why the line's own time was not used, when it had one
-    usage: Usage | None = None  # what the provider billed for the answer (SPEC §6.4); None when it did not say
+    usage: Usage | None = None  # what the provider billed for the answer (contract §6.4); None when it did not say
     usage_problem: str | None = None  # why the line's usage was not read, when it had one
 
     def __post_init__(self) -> None:
@@ -157,7 +157,7 @@ def _malformed(wire_id: str, exc: Exception) -> ResultOutcome:
     return ResultOutcome(wire_id, ERRORED, error=f"unrecognised result shape ({type(exc).__name__}: {_short(str(exc), 120)})")
 
 
-# --- billed usage (SPEC §3.2 ``usage``, §6.4) ------------------------------------------------
+# --- billed usage (contract §3.2 ``usage``, §6.4) ------------------------------------------------
 #
 # Each provider reports usage its own way; the candidate's ``usage`` has one meaning
 # (``domain.usage``): every prompt token, the part of them read from a cache, every generated

@@ -116,7 +116,7 @@ class Adapted:
 
     records: tuple[Any, ...]
     earliest_evidence_unit_id: int | None
-    # Cited ranges, as the response wrote them, that endpoint ordering swapped (SPEC §5 step 3;
+    # Cited ranges, as the response wrote them, that endpoint ordering swapped (contract §5 step 3;
     # every one counts, duplicates included). Only the extraction adapters order endpoints.
     endpoints_reordered: int = 0
 
@@ -176,7 +176,7 @@ class FamilySpec:
     adapt_in_context: Callable[[Any, EvaluationContext], Adapted] | None = None
     # Anything else that changes behaviour and must move the policy fingerprint.
     policy_extras: Mapping[str, Any] = field(default_factory=dict)
-    # Semantic judges of the family (SPEC §4.3; domain.judges), declared here and nowhere else.
+    # Semantic judges of the family (contract §4.3; domain.judges), declared here and nowhere else.
     judges: tuple[JudgeSpec, ...] = ()
     # Transcript-grounded name of an adapted record ('the spell "Shield" cast by "SAM"'): how
     # a judge's problem names its record in guidance. Needed by a family that declares judges.

@@ -2,7 +2,7 @@
 record in guidance, the source-reference validator, registry identity and
 membership, and structural (schema) guidance.
 
-These are rules the families have in common (SPEC §4/§5), written once. Family
+These are rules the families have in common (contract §4/§5), written once. Family
 modules pass in what differs: the record's transcript-grounded subject and the
 noun for their kind.
 """
@@ -146,7 +146,7 @@ MAX_UNITS_SHOWN = 3
 def source_reference_issues(
     validator: str, ctx: EvaluationContext, records: Sequence[Any], subject_of: Callable[[Any], str], list_field: str,
 ) -> tuple[Issue, ...]:
-    """The strict source-reference rule shared by the nine extraction families (SPEC §5.3),
+    """The strict source-reference rule shared by the nine extraction families (contract §5.3),
     over every record of a candidate (each has ``evidence``); a record's ranges are located
     at ``<list_field>[n].evidence[i]``.
 

@@ -1,4 +1,4 @@
-"""item-occurrences: what happens to known items in an extraction chunk (SPEC §4).
+"""item-occurrences: what happens to known items in an extraction chunk (contract §4).
 
 ``kind`` is one of acquired, used, transferred, lost, mentioned; ``item_name``
 must be a name or alias of the source's accepted item registry; an item that

@@ -1,4 +1,4 @@
-"""item-reconciliation: one item registry per source, merged from the accepted chunk registries (SPEC §4.1)."""
+"""item-reconciliation: one item registry per source, merged from the accepted chunk registries (contract §4.1)."""
 
 from __future__ import annotations
 

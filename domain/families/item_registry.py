@@ -1,4 +1,4 @@
-"""item-registry: the notable items of an extraction chunk (SPEC §4).
+"""item-registry: the notable items of an extraction chunk (contract §4).
 
 Identity as npc-registry; the accepted registry feeds item-occurrences membership.
 """

@@ -1,4 +1,4 @@
-"""location-occurrences: where known locations figure in an extraction chunk (SPEC §4).
+"""location-occurrences: where known locations figure in an extraction chunk (contract §4).
 
 ``kind`` is one of visited, mentioned, departed; ``location_name`` must be a
 name or alias of the source's accepted location registry.

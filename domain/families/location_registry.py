@@ -1,4 +1,4 @@
-"""location-registry: the places of an extraction chunk (SPEC §4).
+"""location-registry: the places of an extraction chunk (contract §4).
 
 Identity as npc-registry; the accepted registry feeds location-occurrences membership.
 """

@@ -1,4 +1,4 @@
-"""npc-occurrences: where known NPCs appear in an extraction chunk (SPEC §4).
+"""npc-occurrences: where known NPCs appear in an extraction chunk (contract §4).
 
 ``kind`` is one of present, speaking, mentioned, acting; ``npc_name`` must be a
 name or alias of the source's accepted NPC registry.

@@ -1,4 +1,4 @@
-"""npc-reconciliation: one NPC registry per source, merged from the accepted chunk registries (SPEC §4.1)."""
+"""npc-reconciliation: one NPC registry per source, merged from the accepted chunk registries (contract §4.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""npc-registry: the non-player characters of an extraction chunk (SPEC §4).
+"""npc-registry: the non-player characters of an extraction chunk (contract §4).
 
 Names and aliases are non-blank and unique across entries after case and
 whitespace folding; the accepted registry feeds npc-occurrences membership.

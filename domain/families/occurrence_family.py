@@ -2,7 +2,7 @@
 
 An occurrence response is ``{"occurrences": [{"<name_field>", "kind", ...,
 "evidence"}]}``: one record per appearance of a registry member in the chunk.
-Common rules (SPEC §4): the name is non-blank, it names a member of the
+Common rules (contract §4): the name is non-blank, it names a member of the
 source's accepted registry of the same kind (``ctx.registry``, set by the
 engine; without one the candidate is deferred before validation), and every
 cited range lies inside the chunk. ``kind`` is a closed set, enforced by the

@@ -1,4 +1,4 @@
-"""What the three registry reconciliations (NPCs, items, locations) share (SPEC §4.1).
+"""What the three registry reconciliations (NPCs, items, locations) share (contract §4.1).
 
 A reconciliation merges the accepted per-chunk registries of one kind into one
 registry for the whole source. Its prompt lists every entry of those
@@ -128,7 +128,7 @@ def render_entry_list(entries: Sequence[ListedEntry]) -> str:
 
 
 def entry_list_fingerprint(entries: Sequence[ListedEntry]) -> str:
-    """The entry list's fingerprint (SPEC §4.1): ``sha256:`` over its canonical rendering,
+    """The entry list's fingerprint (contract §4.1): ``sha256:`` over its canonical rendering,
     :func:`render_entry_list` (labels, names, aliases, descriptions and cited ranges, in label
     order; no chunk ids). The ONE definition: the job pins reconciliation attempts and requests
     to it, export-batch checks a request's list against it, producers record it.
@@ -146,7 +146,7 @@ ENTRY_LIST_CHANGED = "entry_list_changed"
 
 def made_for_other_lists(attempts: Sequence[Any], current_fingerprint: str) -> tuple[bool, ...]:
     """Per attempt (each with ``attempt`` and ``input_fingerprint``), whether it was made for
-    another entry list than the current one (SPEC §4.1): pinned to another list, or not pinned at
+    another entry list than the current one (contract §4.1): pinned to another list, or not pinned at
     all but older than an attempt pinned to another list (the list had already changed once since
     it was made). An unpinned attempt with no such later attempt is judged against the current list."""
     other_pinned = [a.attempt for a in attempts
@@ -158,7 +158,7 @@ def made_for_other_lists(attempts: Sequence[Any], current_fingerprint: str) -> t
 
 
 def entry_list_changed_issue(family: str, attempt_fingerprint: str | None, current_fingerprint: str) -> Issue:
-    """The one operator-only issue of an attempt made for another entry list (SPEC §4.1): it is
+    """The one operator-only issue of an attempt made for another entry list (contract §4.1): it is
     not evaluated (its labels name other entries), never accepted, never told it erred. An attempt
     that recorded no list is one only when a later attempt was pinned to another list."""
     made_for = (f"made for entry list {short_fingerprint(attempt_fingerprint)!r}" if attempt_fingerprint is not None

@@ -1,7 +1,7 @@
 """What the three per-chunk registries (NPCs, items, locations) share.
 
 Each registry response is ``{"<list_field>": [{"name", "aliases", "description",
-"evidence"}]}``; the rules are the same for all three (SPEC §4): names and
+"evidence"}]}``; the rules are the same for all three (contract §4): names and
 aliases non-blank and unique across entries after case and whitespace
 folding, and every cited range inside the chunk. A family module declares its
 response model (the top-level field differs) and its nouns, and gets its
