@@ -336,7 +336,10 @@ SLOTS = OutputDoc(
     row="one slot whose outcome or accepted records differ between run A and run B",
     intro="A slot's outcome in a run is read off what the run wrote for it: `accepted` (an "
           "artifact), `retry` or `refresh` (a request of that kind), `exhausted` (evaluated, nothing passed, no "
-          "request), `deferred` (every evaluation deferred) or `absent` (nothing of the slot).",
+          "request), `deferred` (every evaluation deferred, as the job counts it: also a reconciliation waiting "
+          "for its entry list, whose refresh request carries the current list) or `absent` (nothing of the slot). "
+          "`records` says which records changed, by the names their family gives them; `compare.html` lists "
+          "every changed slot with what to do next.",
     fields={
         "family": "The slot's family.",
         "source_id": "The slot's transcript.",
@@ -358,6 +361,27 @@ SLOTS = OutputDoc(
         "deciding_b.attempt": "Its attempt number.",
         "deciding_b.reason_codes": "Its reason codes, distinct and sorted; empty when it passed.",
         "deciding_b.records_sha256": "As in `deciding_a`.",
+        "records": "What changed in the slot's accepted records from A to B (a run that did not accept the slot has "
+                   "none: a fix's records are all added, a regression's all removed); null when neither run "
+                   "accepted it. Records equal in both runs are unchanged; of the others, those with the same name "
+                   "are changed, the rest added or removed.",
+        "records.added": "Records only in B.",
+        "records.removed": "Records only in A.",
+        "records.changed": "Records of A and B with the same name and other fields.",
+        "records.unchanged": "Records equal in both runs.",
+        "records.listed": "The first changes (changed, then added, then removed; records in document order), at "
+                          "most 12 per slot.",
+        "records.listed[].change": "`changed`, `added` or `removed`.",
+        "records.listed[].record": "The record's transcript-grounded name, as its family names it: e.g. `The spell "
+                                   "\"Shield\" cast by \"SAM\"`, `The NPC \"Grog\"`, `The turn of \"Vex\" in "
+                                   "round 2`.",
+        "records.listed[].fields": "A changed record's fields that differ (nested ones by dotted path, e.g. "
+                                   "`cast.level`); empty for an added or removed record.",
+        "records.listed[].fields[].field": "The field's path in the record.",
+        "records.listed[].fields[].a": "Its value in A, as compact JSON (a list of evidence ranges as `units 86–87, "
+                                       "90`), cut at 80 characters; null when the record has no such field in A.",
+        "records.listed[].fields[].b": "The same in B.",
+        "records.more": "Changes not listed (the bound): added + removed + changed − the listed ones.",
     },
     example={
         "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0003",
