@@ -403,6 +403,11 @@ def _refresh_problems(read: ManifestReader, families: list[str] | None) -> tuple
             parts = [read.count("refresh", "by_family", family, name) for family in families]
             problems += _contradiction(f"refresh.{name}", read.count("refresh", name),
                                        f"the sum of refresh.by_family.*.{name}", _sum(parts))
+    if isinstance(refresh, Mapping) and "slots_on_earlier_prompt" in refresh:  # not in runs made before it
+        stale, due = read.count("refresh", "slots_on_earlier_prompt"), read.count("refresh", "slots_to_refresh")
+        if stale is not None and due is not None and stale > due:
+            problems.append(f"the manifest contradicts itself: refresh.slots_on_earlier_prompt {stale} > "
+                            f"refresh.slots_to_refresh {due} (they are some of the slots to refresh)")
     if enabled is False and requests:
         problems.append(f"the manifest contradicts itself: refresh.refresh_requests {requests} without "
                         "refresh.refresh_stale (no refresh request is written without --refresh-stale)")

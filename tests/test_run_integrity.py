@@ -524,6 +524,11 @@ def _holds_while_unbalanced_totals(m):
     m["totals"]["accepted"] += 1
 
 
+def _more_on_an_earlier_prompt_than_to_refresh(m):  # issue 42 item 4: a part of the slots to refresh
+    for block in (m["refresh"], m["refresh"]["by_family"]["spells"]):
+        block["slots_on_earlier_prompt"] += 1
+
+
 TAMPERED_COUNTS = {
     "outcomes.<family>.accepted": (_move_an_accepted_artifact, [
         "artifacts/combat-turns: the files hold 0 rows, the manifest counts 1",
@@ -550,7 +555,19 @@ TAMPERED_COUNTS = {
         "conservation claims to hold, but 1 candidates file(s) could not be read to their end (unreadable_files)"]),
     "totals": (_holds_while_unbalanced_totals, [
         "the manifest contradicts itself: totals.accepted 9 != the sum of outcomes.*.accepted 8"]),
+    "refresh.slots_on_earlier_prompt": (_more_on_an_earlier_prompt_than_to_refresh, [
+        "the manifest contradicts itself: refresh.slots_on_earlier_prompt 2 > refresh.slots_to_refresh 1 (they are "
+        "some of the slots to refresh)"]),
 }
+
+
+def test_a_run_written_before_slots_on_earlier_prompt_was_counted_still_verifies(real_manifest):
+    found, part_files = intact(real_manifest)
+
+    def without(m):
+        for block in (m["refresh"], *m["refresh"]["by_family"].values()):
+            del block["slots_on_earlier_prompt"]
+    assert verify_run(tampered(real_manifest, without), found, part_files).ok
 
 
 @pytest.mark.parametrize("claim", list(TAMPERED_COUNTS))
