@@ -234,9 +234,11 @@ def bucketed(keyed: tuple[str, bytes], buckets: int) -> tuple[str, bytes]:
     return bucket_of(keyed[0], buckets), keyed[1]
 
 
-def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict], position: _Position):
+def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict],
+                position: _Position | None = None):
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
-        position.stream = raw
+        if position is not None:
+            position.stream = raw
         for n, (line, oversize) in enumerate(iter_lines(stream, spec.max_record_bytes)):
             if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
                 line = line[len(UTF8_BOM):]
@@ -250,9 +252,11 @@ def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
                 yield line
 
 
-def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict], position: _Position):
+def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict],
+                position: _Position | None = None):
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-        position.stream = stream
+        if position is not None:
+            position.stream = stream
         for record in fastavro.reader(stream):
             try:
                 yield avro_record_to_json(project(record, spec.fields))
