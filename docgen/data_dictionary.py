@@ -13,8 +13,10 @@ declaration (``FamilySpec.docs``, domain/families/), everything else in ``docgen
 
 ``tests/test_data_dictionary.py`` fails when a field of any output schema (at any depth) has no entry,
 when an entry names a field no schema has, when a manifest key is undocumented (or documented but never
-written), when an example row does not validate, and when docs/outputs.md is stale. A new field: add its
-meaning (and to the example row when the schema requires it), then run the command above.
+written), when an example row does not validate, and when docs/outputs.md is stale; tests/test_demo.py,
+tests/test_querying.py and tests/test_pipeline_e2e.py when an example is not a row of the folder the page names
+beside it (``example_sources``; the message shows that slot's row there now). A new field: add its meaning (and
+to the example rows, as the demo writes them), then run the command above.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import assets as _assets_package
-from docgen.output_prose import (ARTIFACT_EXAMPLE, ARTIFACT_FIELDS, EVIDENCE_FIELDS, MANIFEST_BLOCKS, MANIFEST_EXAMPLE,
-                                 MANIFEST_FIELDS, OUTPUT_DOCS, OutputDoc)
+from docgen.output_prose import (ARTIFACT_EXAMPLE, ARTIFACT_EXAMPLE_FROM, ARTIFACT_FIELDS, EVIDENCE_FIELDS,
+                                 EXAMPLES_FROM, MANIFEST_BLOCKS, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM,
+                                 MANIFEST_FIELDS, OUTPUT_DOCS, OutputDoc, family_example_from)
 from domain.assets import durable_schema_path
 from domain.families import FAMILIES
 
@@ -342,6 +345,32 @@ def _shorten(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class ExampleSource:
+    """One example of the page and where it comes from: a row of ``folder`` (a family's record: a record of one
+    of its rows' ``records``, ``record=True``)."""
+
+    shown_as: str  # which example, for a message: "the example row of retry_requests/"
+    folder: str  # "out/demo/run1/retry_requests/", or prose when it is no folder of the demo's
+    row: Mapping[str, Any]
+    record: bool = False
+
+
+def example_sources() -> list[ExampleSource]:
+    """Every example row of the page with the folder it is a row of (what the tests look for)."""
+    found = [ExampleSource("the artifact example", ARTIFACT_EXAMPLE_FROM, ARTIFACT_EXAMPLE)]
+    found += [ExampleSource(f"the example record of {family}", family_example_from(family), spec.docs.example, True)
+              for family, spec in FAMILIES.items() if spec.docs.example]
+    found += [ExampleSource(f"an example row of {doc.folder}", doc.origin, row)
+              for doc in OUTPUT_DOCS for row in (doc.example, *doc.more_examples)]
+    return found
+
+
+def _from(origin: str) -> str:
+    """Where an example comes from, as the page says it: a folder in backticks, or the prose as written."""
+    return f"`{origin}`" if origin.startswith(tuple(EXAMPLES_FROM)) else origin
+
+
 def render_example(row: Mapping[str, Any]) -> str:
     """A row as JSON: one top-level field per line, each value on its line."""
     lines = [f"  {json.dumps(key)}: {json.dumps(_shorten(value), ensure_ascii=False)}" for key, value in row.items()]
@@ -445,7 +474,9 @@ def render() -> str:
         "A field path `a.b` is field `b` of the record in field `a`; `a[]` stands for each element of the list in "
         "`a` (in DuckDB: `unnest(a)`). Every field is always present; *null* says whether its value can be null. "
         "*Rule* is what the JSON Schema requires beyond the type. In the examples, digests are cut to their first "
-        "8 hex digits and long text to its beginning (`…`); the rows are otherwise real rows of `make demo`.",
+        "8 hex digits and long text to its beginning (`…`); each is otherwise a real row of the folder named "
+        "beside it: under `out/demo/` as `make demo` writes it, under `out/query/` as the run of "
+        "[docs/querying.md](querying.md) writes it from the demo's archive (the tests find every one there).",
         "",
         "## `artifacts/<family>/`",
         "",
@@ -454,7 +485,7 @@ def render() -> str:
         "",
     ]
     out += _field_table(artifact_envelope_rows(), lambda path: ARTIFACT_FIELDS.get(path))
-    out += ["", "An artifact (`artifacts/spells/`):", "", render_example(ARTIFACT_EXAMPLE), "",
+    out += ["", f"An artifact, from {_from(ARTIFACT_EXAMPLE_FROM)}:", "", render_example(ARTIFACT_EXAMPLE), "",
             "Each family's `records`:", ""]
     out += [", ".join(f"[{family}](#{_anchor(family)})" for family in FAMILIES), ""]
     for family in FAMILIES:
@@ -464,7 +495,7 @@ def render() -> str:
         out += [f"### {family}", "", docs.intro or "**(no intro)**", ""]
         out += _field_table(rows, lambda path, meanings=meanings: meanings.get(path))
         if docs.example:
-            out += ["", "A record:", "", "```json",
+            out += ["", f"A record, from {_from(family_example_from(family))}:", "", "```json",
                     json.dumps(_shorten(docs.example), ensure_ascii=False), "```"]
         out.append("")
     for doc in OUTPUT_DOCS:
@@ -490,7 +521,7 @@ def _output_section(doc: OutputDoc, level: str) -> list[str]:
     out = [f"{level} `{doc.folder}`", "", f"For {doc.audience}: {doc.row}. {doc.intro}", ""]
     out += _field_table(field_rows(doc.schema), lambda path: doc.fields.get(path))
     examples = (doc.example, *doc.more_examples)
-    out += ["", "Example rows:" if len(examples) > 1 else "An example row:", ""]
+    out += ["", f"{'Example rows' if len(examples) > 1 else 'An example row'}, from {_from(doc.origin)}:", ""]
     for example in examples:
         out += [render_example(example), ""]
     return out
@@ -509,7 +540,9 @@ def _manifest_section() -> list[str]:
         out += [f"### `{block}`", "", text, "", "| key | type | meaning |", "|---|---|---|"]
         out += [f"| `{path}` | {kind} | {_cell(meaning)} |" for path, kind, meaning in entries]
         out.append("")
-    out += ["A manifest (the demo's run 2; maps by family cut to one family, `files` to two outputs):", "",
+    out += [f"A manifest, from {_from(MANIFEST_EXAMPLE_FROM)}, with its maps by family cut to one family, by judge "
+            "to one judge and `files` to two outputs, and its paths relative to the folder that holds `out/` (the "
+            "real ones are absolute; the files' hashes are one run's: every Avro file has a random sync marker):", "",
             render_example(MANIFEST_EXAMPLE), ""]
     return out
 

@@ -71,6 +71,30 @@ EVIDENCE_FIELDS: dict[str, str] = {
 }
 
 
+# --- where the examples come from ------------------------------------------------------------------------
+# Every example is a real row (a family's example: a record of a row) of the folder the page names beside it:
+# out/demo/ as `make demo` writes it, out/query/ as docs/querying.md's run writes it from the demo's archive.
+# tests/test_demo.py finds each one of out/demo/ in the demo it runs (a smaller archive: only rows it writes too
+# are chosen, so slots that rest on the first archive's attempts, not on the backfill's answers, whose ids
+# differ), tests/test_querying.py each one of out/query/ (the whole sample: the reconciled registries, and the
+# occurrences checked against them, need all of a source's chunk registries), tests/test_pipeline_e2e.py the dead
+# letters (the demo writes none). ``tests/doc_examples.py`` says, for one that is not found, what is there now.
+EXAMPLES_FROM = {"out/demo/": "`make demo`", "out/query/": "the run of [docs/querying.md](querying.md)"}
+ARTIFACT_EXAMPLE_FROM = "out/demo/run1/artifacts/spells/"
+MANIFEST_EXAMPLE_FROM = "out/demo/run2/manifest.json"
+# The run whose artifacts/<family>/ holds each family's example record.
+FAMILY_EXAMPLE_RUNS: dict[str, str] = {
+    **{family: "out/demo/run2/" for family in FAMILIES},
+    "spells": "out/demo/run1/",  # the record of ARTIFACT_EXAMPLE
+    **{family: "out/query/" for family in ("item-occurrences", "item-reconciliation", "location-reconciliation",
+                                           "npc-reconciliation")},
+}
+
+
+def family_example_from(family: str) -> str:
+    return f"{FAMILY_EXAMPLE_RUNS[family]}artifacts/{family}/"
+
+
 # --- the other outputs: one section per output schema (assets/<schema>.{avsc,json,arrow.json}) ------
 
 
@@ -83,7 +107,8 @@ class OutputDoc:
     row: str  # "one row is ..."
     intro: str
     fields: Mapping[str, str]
-    example: Mapping[str, Any]  # a real row of the demo (long strings shortened when rendered)
+    example: Mapping[str, Any]  # a real row (long strings shortened when rendered) of the folder ``origin`` names
+    origin: str  # where the examples are rows: a folder under out/demo/ or out/query/ (see EXAMPLES_FROM), or prose
     more_examples: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -121,21 +146,23 @@ REQUESTS = OutputDoc(
                              "under another fingerprint is stale. Null for a retry or refresh.",
     },
     example={
-        "request_id": "r-f7ae3b18883dfc9f023523eecd29f06c", "kind": "retry", "family": "item-occurrences",
-        "source_id": "crd3:C1E001", "chunk_id": "x-0052", "candidate_id": "c-9b5199f9f0f7797f", "attempt": 3,
+        "request_id": "r-49d341ac4faeff5a21c36da30632cd51", "kind": "retry", "family": "enemy-events",
+        "source_id": "crd3:C1E001", "chunk_id": "x-0019", "candidate_id": "c-aae09478b85065fe", "attempt": 2,
         "correction_guidance": "Your previous response could not be accepted. Every problem found is listed below. "
                                "Fix all of them and return one complete corrected replacement response: every "
-                               "record, not only the changed ones, in the same JSON shape.\n- The response: It "
-                               "stops before the JSON is complete. Return one complete JSON object and nothing "
-                               "else.\nReturn only the corrected JSON response.",
-        "prompt_fingerprint": "sha256:39c4a6bcc4260dd896b0c1bceb44a9f34c6de40cda73f27cec295762b21841b7",
-        "schema_fingerprint": "sha256:9ea012b4087d685469c7d6ec6afd4ee7dcc38aa85fce53f9ce15e7eb214950a4",
-        "validator_policy_fingerprint": "sha256:271935431c79f4fc2f6e3f0a47cd708fb9582df3932ba920d38733ef09bfd7d6",
+                               "record, not only the changed ones, in the same JSON shape.\n- The appeared event of "
+                               "the enemy \"Veteran\" (units 569–7128): It cites unit 7128, which is not in the "
+                               "transcript excerpt. Cite only unit ids shown in the excerpt (units 541–570).\nReturn "
+                               "only the corrected JSON response.",
+        "prompt_fingerprint": "sha256:831bbccbc1b1f302a88f4a7802410b2f5a0837e301d5592dfa5e76840b108418",
+        "schema_fingerprint": "sha256:d5bf63e7682ca4eda29f4c698fc0c2fb5feb6adde7d1dff7c2a411ac647cf6f7",
+        "validator_policy_fingerprint": "sha256:8317936cd42fb413f816db46af6edf2b48fa0d4f07c4f1d43b8ec8b7c732b9d7",
         "input_fingerprint": None, "candidate_sha256": None, "judge": None, "judge_fingerprint": None,
     },
+    origin="out/demo/run1/retry_requests/",
     more_examples=({
-        "request_id": "r-3bbfa751b4cfed2c5912845390eb53fe", "kind": "refresh", "family": "spells",
-        "source_id": "crd3:C1E001", "chunk_id": "x-0001", "candidate_id": "c-836c5eccc6a191eb", "attempt": 2,
+        "request_id": "r-aad0121b09391ecb46c6deae6dc7cfe1", "kind": "refresh", "family": "spells",
+        "source_id": "crd3:C1E035", "chunk_id": "x-0061", "candidate_id": "c-c73a2e78a613f190", "attempt": 2,
         "correction_guidance": "",
         "prompt_fingerprint": "sha256:2c76b0f99d8f5bfe307e6c975e826c302c13573ab6dae22e68c7525e98270030",
         "schema_fingerprint": "sha256:026f6f5a31ce79369f204f9e2e8e384e82faeec38fdd065ac2923521e2db980a",
@@ -185,16 +212,16 @@ EVALUATIONS = OutputDoc(
         "usage.batch": "Whether the answer came through a provider's batch API (its batch discount applies).",
     },
     example={
-        "candidate_id": "c-a1b48f1d41ea1ec3", "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0061",
-        "attempt": 2, "verdict": "rejected",
-        "issues": [{"validator": "spells.shape", "reason_code": "blank_spell_name", "location": "spells[1].spell_name",
-                    "message": "blank spell_name"},
-                   {"validator": "spells.catalog", "reason_code": "not_a_ritual",
-                    "location": "spells[0].cast.as_ritual", "message": "Wall of Stone has no ritual tag"}],
+        "candidate_id": "c-aae09478b85065fe", "family": "enemy-events", "source_id": "crd3:C1E001",
+        "chunk_id": "x-0019", "attempt": 1, "verdict": "rejected",
+        "issues": [{"validator": "enemy_events.source_reference", "reason_code": "unresolved_unit",
+                    "location": "events[0].evidence[1]",
+                    "message": "evidence endpoint(s) [7128] do not resolve in source crd3:C1E001"}],
         "endpoints_reordered": 0,
-        "producer": {"provider": "openai", "model": "gpt-4.1-mini"},
-        "usage": {"input_tokens": 4892, "output_tokens": 228, "cached_input_tokens": 508, "batch": True},
+        "producer": {"provider": "simulated", "model": "sim-1"},
+        "usage": {"input_tokens": 1484, "output_tokens": 61, "cached_input_tokens": 0, "batch": False},
     },
+    origin="out/demo/run1/evaluations/",
 )
 
 DEAD_LETTERS = OutputDoc(
@@ -211,6 +238,7 @@ DEAD_LETTERS = OutputDoc(
     },
     example={"input": "candidates", "reason": "record is missing a string 'source_id'",
              "payload": "{\"candidate_id\": \"c-26\"}", "payload_encoding": "utf-8"},
+    origin="`dead_letters/` of a run on the test archive, `tests/fixture_archive.py` (the demo writes no dead letter)",
     more_examples=({"input": "candidates", "reason": "record is not valid UTF-8 text",
                     "payload": "eyJjYW5kaWRhdGVfaWQiOiAiYy0yMSIsICJzb3VyY2VfaWQiOiAiY3JkMzpTMSIsICJmYW1pbHkiOiAic3BlbP/+In0=",
                     "payload_encoding": "base64"},),
@@ -269,39 +297,39 @@ SLOTS = OutputDoc(
         "records.more": "Changes not listed (the bound): added + removed + changed − the listed ones.",
     },
     example={
-        "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0026",
-        "transition": {"from": "accepted", "to": "accepted"}, "change": "records_changed",
-        "deciding_a": {"candidate_id": "c-1f4fc5e9130f11b5", "attempt": 1, "reason_codes": ["unjudged"],
-                       "records_sha256": "44ba39de0ba9590cbf7270f5fe8b37b7bea30349d6ec6341de01d1dabd227f6d"},
-        "deciding_b": {"candidate_id": "c-f8914fbf3236a51162c7740d9248f3d3", "attempt": 2,
-                       "reason_codes": ["judge_unsure"],
-                       "records_sha256": "65ac15307e547696c70f8d95154f45d119583d9ee8918567bdf9d00750ee7e4c"},
-        "records": {"added": 0, "removed": 0, "changed": 1, "unchanged": 0, "more": 0, "listed": [
-            {"change": "changed", "record": "The spell \"Fireball\" cast by \"ORION\"",
-             "fields": [{"field": "cast.level", "a": "5", "b": "3"},
-                        {"field": "evidence", "a": "units 769–770", "b": "units 757–759, 769"}]}]},
+        "family": "npc-registry", "source_id": "crd3:C1E001", "chunk_id": "x-0007",
+        "transition": {"from": "deferred", "to": "accepted"}, "change": "fix",
+        "deciding_a": {"candidate_id": "c-f83b8703c4d706b5", "attempt": 1, "reason_codes": ["awaiting_judgment"],
+                       "records_sha256": None},
+        "deciding_b": {"candidate_id": "c-f83b8703c4d706b5", "attempt": 1, "reason_codes": [],
+                       "records_sha256": "174a6f094d6c8697bfe0eae0c8960a539f005c05524ee7d98eaeb6bfb0437b64"},
+        "records": {"added": 2, "removed": 0, "changed": 0, "unchanged": 0, "more": 0, "listed": [
+            {"change": "added", "record": "The NPC \"Lord Greyspine\"", "fields": []},
+            {"change": "added", "record": "The NPC \"Grog\"", "fields": []}]},
     },
+    origin="out/demo/compare/slots/",
 )
 
 # In the order the document shows them; the run folder's first, then compare's.
 OUTPUT_DOCS: tuple[OutputDoc, ...] = (REQUESTS, EVALUATIONS, DEAD_LETTERS, SLOTS)
 
-# --- example rows (real rows of `make demo`'s run 2) -------------------------------------------------
+# --- the artifact example (ARTIFACT_EXAMPLE_FROM): an attempt under the earlier spells prompt, accepted by the
+# rules alone in run 1 (a refresh replaces it), whose reversed second range the job put in order --------------
 
 ARTIFACT_EXAMPLE: dict[str, Any] = {
-    "artifact_id": "a-9b1e67c428ed8c4d2b7a2671933ca0cb", "family": "spells", "schema_version": "v1",
-    "source_id": "crd3:C1E001", "chunk_id": "x-0072",
+    "artifact_id": "a-bdce18d27844f989a3e4fe015da6320e", "family": "spells", "schema_version": "v1",
+    "source_id": "crd3:C1E035", "chunk_id": "x-0061",
     "records": [FAMILIES["spells"].docs.example],  # the family's example record is this artifact's
-    "earliest_evidence_unit_id": 2139,
+    "earliest_evidence_unit_id": 1807,
     "provenance": {
-        "candidate_id": "c-ea8189ee646ff2a5aa62ceed98fcc536", "attempt": 2,
-        "producer": {"provider": "openai", "model": "sim-2"},
-        "prompt_fingerprint": "sha256:2c76b0f99d8f5bfe307e6c975e826c302c13573ab6dae22e68c7525e98270030",
+        "candidate_id": "c-c73a2e78a613f190", "attempt": 1,
+        "producer": {"provider": "simulated", "model": "sim-1"},
+        "prompt_fingerprint": "sha256:a17888e6d2f1ebfab9ec128379be62612fa93c5924cdbad20528368147c9b2ef",
         "schema_fingerprint": "sha256:026f6f5a31ce79369f204f9e2e8e384e82faeec38fdd065ac2923521e2db980a",
-        "raw_response": "{\"spells\":[{\"spell_name\":\"Lightning Bolt\",\"caster_name\":\"MATT\",\"cast\":{\"level\":3,"
-                        "\"as_ritual\":false,\"target_names\":[\"Pike\",\"Hope\"]},\"evidence\":[{\"start_unit_id\":"
-                        "2139,\"end_unit_id\":2139}]}]}",
-        "raw_response_sha256": "354e9770752601aa77a690bc066278af29b846c04759cfb0a818117ed3e3eab7",
+        "raw_response": "{\"spells\":[{\"spell_name\":\"Mass Heal\",\"caster_name\":\"ASHLEY\",\"cast\":{\"level\":9,"
+                        "\"as_ritual\":false,\"target_names\":[\"Pike\"]},\"evidence\":[{\"start_unit_id\":1807,"
+                        "\"end_unit_id\":1808},{\"start_unit_id\":1819,\"end_unit_id\":1814}]}]}",
+        "raw_response_sha256": "fb0ae69b21fe010185955f927d7b31398aed979eddabd760a9868c3d68d2ca26",
         "judged_by": []},
     "validator_policy_fingerprint": "sha256:a964dde8084056400a8c68d31f213252b2df57646cffe21816770db60d978373",
 }
@@ -488,55 +516,150 @@ MANIFEST_FIELDS: dict[str, tuple[str, str]] = {
     "files.<output>[].rows": ("integer", "Rows it holds."),
 }
 
-# A real manifest (the demo's run 2), maps by family cut to one family and `files` to two outputs.
+# The manifest as the page shows it: one family, one judge and two outputs of each map, and the options' paths
+# as the demo's, relative to the folder that holds out/ (the real ones are absolute).
+MANIFEST_CUT = {"family": "spells", "judge": "combat-semantics", "files": ("artifacts/spells", "evaluations")}
+
+
+def cut_manifest(manifest: Mapping[str, Any], demo_folder: str) -> dict[str, Any]:
+    """``manifest`` (a run of the demo written under ``demo_folder``) as MANIFEST_EXAMPLE shows one."""
+    family, judge = MANIFEST_CUT["family"], MANIFEST_CUT["judge"]
+
+    def by_family(block: Mapping[str, Any]) -> dict[str, Any]:
+        return {key: ({family: value[family]} if key == "by_family" else value) for key, value in block.items()}
+
+    def relative(value: Any) -> Any:
+        prefix = demo_folder.rstrip("/") + "/"
+        return "out/demo/" + value[len(prefix):] if isinstance(value, str) and value.startswith(prefix) else value
+
+    cut = dict(manifest)
+    cut.update({
+        "outcomes": {family: manifest["outcomes"][family]},
+        "fingerprints": {family: manifest["fingerprints"][family]},
+        "invariant_failures": by_family(manifest["invariant_failures"]),
+        "endpoint_ordering": {key: by_family(block) for key, block in manifest["endpoint_ordering"].items()},
+        "refresh": by_family(manifest["refresh"]),
+        "judges": {judge: manifest["judges"][judge]},
+        "verdict_usage": {judge: manifest["verdict_usage"][judge]},
+        "files": {output: manifest["files"][output] for output in MANIFEST_CUT["files"]},
+        "options": {key: relative(value) for key, value in manifest["options"].items()},
+    })
+    return cut
+
+
+# make demo's run 2 (MANIFEST_EXAMPLE_FROM), cut as cut_manifest cuts it.
 MANIFEST_EXAMPLE: dict[str, Any] = {
-    "conservation": {"candidates_in": 1684, "dead_letters": 0, "evaluations": 1684, "filtered": 0, "holds": True},
-    "endpoint_ordering": {"deferrals_saved": {"by_family": {"spells": 0}, "total": 0},
-                          "retries_saved": {"by_family": {"spells": 1}, "total": 88}},
+    "conservation": {"candidates_in": 1705, "dead_letters": 0, "evaluations": 1705, "filtered": 0, "holds": True},
+    "endpoint_ordering": {
+        "deferrals_saved": {"by_family": {"spells": 0}, "total": 0},
+        "retries_saved": {"by_family": {"spells": 1}, "total": 84},
+    },
     "files": {
-        "artifacts/spells": [{"bytes": 16917, "format": "avro", "path": "artifacts/spells/part-00000-of-00001.avro",
-                              "rows": 136,
-                              "sha256": "8ee222d689e2c902af4febbfbadb9d5a9cc63cf818694c770c05ecccd9f31bba"}],
-        "evaluations": [{"bytes": 36012, "format": "avro", "path": "evaluations/part-00000-of-00001.avro",
-                         "rows": 1684, "sha256": "d4551259a3d4b99eb4dd3a486722dcedd6dbcb9705ad71d5ffdf61a753da629d"}]},
-    "fingerprints": {"spells": {
-        "llm_schema": "sha256:026f6f5a31ce79369f204f9e2e8e384e82faeec38fdd065ac2923521e2db980a",
-        "prompt": "sha256:2c76b0f99d8f5bfe307e6c975e826c302c13573ab6dae22e68c7525e98270030",
-        "validator_policy": "sha256:a964dde8084056400a8c68d31f213252b2df57646cffe21816770db60d978373"}},
-    "inputs": {"blank_lines_skipped": {"candidates": 0, "transcripts": 0}, "candidates": 1684, "transcripts": 2},
+        "artifacts/spells": [{"bytes": 20612, "format": "avro", "path": "artifacts/spells/part-00000-of-00001.avro", "rows": 136, "sha256": "f3852995b2d613ea5b44b3d7e108b40cd99d91e8180f523d93a6e7cf5644c5bd"}],
+        "evaluations": [{"bytes": 53093, "format": "avro", "path": "evaluations/part-00000-of-00001.avro", "rows": 1705, "sha256": "fc1ea994ea84a1961b92a98ad3ed5a876b42a7c43951853012be034b195b21ef"}],
+    },
+    "fingerprints": {
+        "spells": {
+            "llm_schema": "sha256:026f6f5a31ce79369f204f9e2e8e384e82faeec38fdd065ac2923521e2db980a",
+            "prompt": "sha256:2c76b0f99d8f5bfe307e6c975e826c302c13573ab6dae22e68c7525e98270030",
+            "validator_policy": "sha256:a964dde8084056400a8c68d31f213252b2df57646cffe21816770db60d978373",
+        },
+    },
+    "inputs": {"blank_lines_skipped": {"candidates": 0, "transcripts": 0}, "candidates": 1705, "transcripts": 2},
     "invariant_failures": {"by_family": {"spells": 0}, "total": 0},
-    "options": {"candidates": "out/demo/archive/candidates*", "families": None, "max_attempts": 3,
-                "max_record_bytes": 8388608, "output": "out/demo/run2", "output_format": "avro",
-                "prior_registries": None, "refresh_stale": True, "judges": [], "verdicts": None,
-                "max_judge_attempts": 2, "transcripts": "out/demo/archive/transcripts.jsonl.gz"},
-    "outcomes": {"spells": {"accepted": 136, "deferred": 0, "exhausted": 3, "retry": 3, "stale": 142,
-                            "superseded": 119}},
-    "outputs": {"artifacts": 1260, "dead_letters": 0, "evaluations": 1684, "judge_requests": 0,
-                "refresh_requests": 0, "retry_requests": 43},
+    "judges": {
+        "combat-semantics": {
+            "awaiting": 0,
+            "fail": 12,
+            "family": "combat-turns",
+            "fingerprint": "sha256:a46cef5c4c1ec39c333173d6b3e2347705905a5a211bf722557937a3790a9137",
+            "pass": 118,
+            "requests": 0,
+            "stale": 0,
+            "superseded": 0,
+            "unjudged": 0,
+            "unmatched": 0,
+            "unsure": 9,
+            "unusable": 7,
+        },
+    },
+    "options": {
+        "candidates": "out/demo/archive/candidates*",
+        "families": None,
+        "judges": ["combat-semantics", "npc-identity", "spell-cast"],
+        "max_attempts": 3,
+        "max_judge_attempts": 2,
+        "max_record_bytes": 8388608,
+        "output": "out/demo/run2",
+        "output_format": "avro",
+        "prior_registries": None,
+        "refresh_stale": True,
+        "transcripts": "out/demo/archive/transcripts.jsonl.gz",
+        "verdicts": "out/demo/archive/verdicts-backfill.jsonl",
+    },
+    "outcomes": {"spells": {"accepted": 136, "deferred": 2, "exhausted": 4, "retry": 0, "stale": 142, "superseded": 117}},
+    "outputs": {
+        "artifacts": 1244,
+        "dead_letters": 0,
+        "evaluations": 1705,
+        "judge_requests": 2,
+        "refresh_requests": 4,
+        "retry_requests": 52,
+    },
     "prior_registry_conservation": {"dead_letters": 0, "holds": True, "prior_registries_in": 0, "valid": 0},
-    "refresh": {"artifacts_current": 1260, "artifacts_stale": 0,
-                "by_family": {"spells": {"artifacts_current": 136, "artifacts_stale": 0, "current_over_stale": 119,
-                                         "entry_list_changed": 0, "entry_list_slots_waiting": 0,
-                                         "excerpt_chars": 0, "refresh_requests": 0, "slots_on_earlier_prompt": 0,
-                                         "slots_to_refresh": 0}},
-                "current_over_stale": 119, "entry_list_changed": 0, "entry_list_slots_waiting": 0,
-                "excerpt_chars": 0, "refresh_requests": 0, "refresh_stale": True, "slots_on_earlier_prompt": 0,
-                "slots_to_refresh": 0},
+    "refresh": {
+        "artifacts_current": 1244,
+        "artifacts_stale": 0,
+        "by_family": {
+            "spells": {
+                "artifacts_current": 136,
+                "artifacts_stale": 0,
+                "current_over_stale": 117,
+                "entry_list_changed": 0,
+                "entry_list_slots_waiting": 0,
+                "excerpt_chars": 0,
+                "refresh_requests": 0,
+                "slots_on_earlier_prompt": 0,
+                "slots_to_refresh": 0,
+            },
+        },
+        "current_over_stale": 117,
+        "entry_list_changed": 5,
+        "entry_list_slots_waiting": 4,
+        "excerpt_chars": 92961,
+        "refresh_requests": 4,
+        "refresh_stale": True,
+        "slots_on_earlier_prompt": 0,
+        "slots_to_refresh": 4,
+    },
     "runner": "FnApiRunner",
-    "totals": {"accepted": 1260, "deferred": 0, "exhausted": 17, "retry": 43, "stale": 142, "superseded": 134},
+    "totals": {"accepted": 1244, "deferred": 6, "exhausted": 18, "retry": 52, "stale": 142, "superseded": 132},
     "transcript_conservation": {"dead_letters": 0, "holds": True, "transcripts_in": 2, "usable": 2},
-    "verdict_conservation": {"applied": 0, "dead_letters": 0, "holds": True, "stale": 0, "superseded": 0,
-                             "unmatched": 0, "unusable": 0, "verdicts_in": 0},
-    "judges": {"combat-semantics": {
-        "family": "combat-turns", "fingerprint": "sha256:d0105a96c85797a24a08fd4b017eca0f5b4d496675370ac80d0469622d09afa9",
-        "requests": 0, "pass": 0, "fail": 0, "unsure": 0, "unusable": 0, "stale": 0, "unmatched": 0, "superseded": 0,
-        "unjudged": 0, "awaiting": 0}},
-    "verdict_usage": {"combat-semantics": {
-        "with_usage": 146, "input_tokens": 229188, "cached_input_tokens": 18624, "cached_unknown": 0,
-        "output_tokens": 1620,
-        "by_producer": [{"provider": "openai", "model": "sim-2", "batch": True, "with_usage": 146,
-                         "input_tokens": 229188, "cached_input_tokens": 18624, "cached_unknown": 0,
-                         "output_tokens": 1620}]}},
-    "unreadable_files": {"by_input": {}, "conservation_not_provable_for": [], "count": 0, "paths": [],
-                         "records_may_be_missing": False},
+    "unreadable_files": {
+        "by_input": {},
+        "conservation_not_provable_for": [],
+        "count": 0,
+        "paths": [],
+        "records_may_be_missing": False,
+    },
+    "verdict_conservation": {
+        "applied": 418,
+        "dead_letters": 0,
+        "holds": True,
+        "stale": 0,
+        "superseded": 0,
+        "unmatched": 0,
+        "unusable": 12,
+        "verdicts_in": 430,
+    },
+    "verdict_usage": {
+        "combat-semantics": {
+            "by_producer": [{"batch": True, "cached_input_tokens": 18624, "cached_unknown": 0, "input_tokens": 229188, "model": "sim-2", "output_tokens": 1620, "provider": "openai", "with_usage": 146}],
+            "cached_input_tokens": 18624,
+            "cached_unknown": 0,
+            "input_tokens": 229188,
+            "output_tokens": 1620,
+            "with_usage": 146,
+        },
+    },
 }

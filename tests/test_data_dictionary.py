@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from docgen import data_dictionary as dd
+from docgen.output_prose import EXAMPLES_FROM
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.counters import USAGE_MEASURES, verdict_usage
@@ -135,6 +136,17 @@ def test_every_output_example_validates():
 def test_examples_are_shortened_when_shown():
     shown = dd.render_example(dd.ARTIFACT_EXAMPLE)
     assert '"sha256:a964dde8…"' in shown and dd.ARTIFACT_EXAMPLE["validator_policy_fingerprint"] not in shown
+
+
+def test_every_example_comes_from_where_a_test_looks_for_it():
+    """out/demo/: tests/test_demo.py; out/query/: tests/test_querying.py; the dead letters, which the demo does
+    not write: tests/test_pipeline_e2e.py (on tests/fixture_archive.py's archive)."""
+    for example in dd.example_sources():
+        assert example.folder.startswith(("out/demo/", "out/query/")) or (
+            example.shown_as == "an example row of dead_letters/" and "tests/fixture_archive.py" in example.folder), \
+            example.shown_as
+        assert example.folder.startswith(tuple(EXAMPLES_FROM)) == example.folder.startswith("out/")
+    assert dd.MANIFEST_EXAMPLE_FROM.startswith("out/demo/") and dd.ARTIFACT_EXAMPLE_FROM.startswith("out/demo/")
 
 
 # --- the manifest ------------------------------------------------------------------------------------

@@ -504,3 +504,33 @@ def test_one_name_per_state_in_the_job_its_manifest_and_the_comparison(demo_run)
     else:
         assert "run 2 wrote" not in printed
     assert "refresh requests left" not in printed and "0 spells slots left on the earlier prompt" in printed
+
+
+def test_the_examples_of_docs_outputs_md_are_rows_of_the_demo(demo_run):
+    """Every example docs/outputs.md says comes from out/demo/ is a row there (this demo is smaller than make demo's:
+    the examples are rows it writes too)."""
+    from doc_examples import missing_examples
+    from docgen.data_dictionary import example_sources
+
+    _, root, _ = demo_run
+    assert len([e for e in example_sources() if e.folder.startswith("out/demo/")]) >= 12
+    assert missing_examples("out/demo/", root) == []
+
+
+def test_the_manifest_example_is_the_demos_run_2_manifest_cut(demo_run):
+    """The manifest docs/outputs.md shows is run 2's, cut (its counts are make demo's, which this smaller demo
+    cannot have; what does not depend on the archive's size is the same)."""
+    from docgen.data_dictionary import manifest_paths
+    from docgen.output_prose import MANIFEST_CUT, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM, cut_manifest
+
+    _, root, _ = demo_run
+    assert MANIFEST_EXAMPLE_FROM == "out/demo/run2/manifest.json"
+    cut = cut_manifest(read_manifest(root / "run2"), str(root.resolve()))
+    assert manifest_paths(cut) == manifest_paths(MANIFEST_EXAMPLE)
+    for block in ("fingerprints", "options", "runner", "unreadable_files", "prior_registry_conservation"):
+        assert cut[block] == MANIFEST_EXAMPLE[block], block
+    judge = MANIFEST_CUT["judge"]
+    for key in ("family", "fingerprint"):
+        assert cut["judges"][judge][key] == MANIFEST_EXAMPLE["judges"][judge][key]
+    assert [f["path"] for files in cut["files"].values() for f in files] == [
+        f["path"] for files in MANIFEST_EXAMPLE["files"].values() for f in files]

@@ -133,3 +133,13 @@ def test_no_match_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="matches no files"):
         reprocess.run(["--transcripts", str(tmp_path / "none-*"), "--candidates", str(tmp_path / "x"),
                        "--output", str(tmp_path / "o")])
+
+
+def test_the_dead_letter_examples_of_docs_outputs_md_are_rows_of_this_run(job):
+    """The demo writes no dead letter: docs/outputs.md shows two of this archive's (and says so)."""
+    from docgen.output_prose import DEAD_LETTERS
+
+    _, _, _, outputs = job
+    assert "tests/fixture_archive.py" in DEAD_LETTERS.origin
+    for row in (DEAD_LETTERS.example, *DEAD_LETTERS.more_examples):
+        assert row in outputs["dead_letters"], row

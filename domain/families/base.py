@@ -129,7 +129,7 @@ class FamilyDocs:
     artifact (``records[].cast.level``: "a.b" a field of a nested record, "a[]" each element of a
     list); types and rules are not repeated, they come from the schemas, and the evidence fields every
     citing family shares are described once, with the artifact's envelope. ``example``: one real
-    record of ``make demo`` (run 2), as its artifact holds it.
+    record, as its artifact holds it, of the run ``docgen.output_prose.FAMILY_EXAMPLE_RUNS`` names (tested there).
     """
 
     intro: str

@@ -68,6 +68,6 @@ SPEC = FAMILY.spec(policy_version="item-occurrences-policy-1", extra_validators=
     kinds="What happens to the item: `acquired`, `used`, `transferred`, `lost` or only `mentioned`.",
     more_fields={"records[].holder_name": "Who holds the item after the occurrence; always given for `acquired` and "
                                           "`transferred`, otherwise null when not stated."},
-    example={"item_name": "coin", "kind": "acquired", "holder_name": "SAM",
-             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 8, "end_unit_id": 9}]},
+    example={"item_name": "bag", "kind": "used", "holder_name": "TRAVIS",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 483, "end_unit_id": 484}]},
 ))

@@ -18,6 +18,7 @@ class ItemRegistryResponse(StrictModel):
 FAMILY = RegistryFamily(key=KEY, kind="item", noun="item", list_field="items", response_model=ItemRegistryResponse)
 SPEC = FAMILY.spec(policy_version="item-registry-policy-1", docs=FAMILY.docs(
     intro="One record is one item the chunk names.",
-    example={"name": "sword", "aliases": [], "description": "Named by TALIESIN: \"I hand her my sword.\"",
-             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 919, "end_unit_id": 919}]},
+    example={"name": "dagger", "aliases": [], "description": "Named by MATT: \"As you pull back the dagger, his hand "
+             "reaches up and grabs your wrist. His head slowly tur\"",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 936, "end_unit_id": 937}]},
 ))

@@ -34,6 +34,6 @@ FAMILY = OccurrenceFamily(
 SPEC = FAMILY.spec(policy_version="location-occurrences-policy-1", docs=FAMILY.docs(
     intro="One record is one visit, departure or mention of a known location in the chunk.",
     kinds="How the location occurs: `visited`, `departed` or only `mentioned`.",
-    example={"location_name": "mine", "kind": "departed",
-             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 1, "end_unit_id": 2}]},
+    example={"location_name": "mine", "kind": "visited",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 1438, "end_unit_id": 1440}]},
 ))

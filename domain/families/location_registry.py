@@ -20,6 +20,6 @@ FAMILY = RegistryFamily(
 )
 SPEC = FAMILY.spec(policy_version="location-registry-policy-1", docs=FAMILY.docs(
     intro="One record is one location the chunk names.",
-    example={"name": "Firebrook Inn", "aliases": ["Inn"], "description": "Named by MATT: \"she was staying at the "
-             "Firebrook Inn.\"", "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 202, "end_unit_id": 204}]},
+    example={"name": "mines", "aliases": [], "description": "Named by SAM: \"would have the mithral mines?\"",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 236, "end_unit_id": 236}]},
 ))

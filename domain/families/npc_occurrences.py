@@ -34,6 +34,6 @@ FAMILY = OccurrenceFamily(
 SPEC = FAMILY.spec(policy_version="npc-occurrences-policy-1", docs=FAMILY.docs(
     intro="One record is one appearance or mention of a known NPC in the chunk.",
     kinds="How the NPC occurs: `present` (there, silent), `speaking`, `acting` or only `mentioned`.",
-    example={"npc_name": "Pan", "kind": "present",
-             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 30, "end_unit_id": 30}]},
+    example={"npc_name": "Cassandra", "kind": "acting",
+             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 390, "end_unit_id": 390}]},
 ))

@@ -19,8 +19,9 @@ FAMILY = ReconciliationFamily(
 SPEC = FAMILY.spec(policy_version="npc-reconciliation-policy-2", docs=FAMILY.docs(
     intro="Source-level (`chunk_id` `*`): one record is one NPC of the source's merged registry, the chunk registry "
           "entries that name the same NPC brought together.",
-    example={"name": "Alcove", "aliases": [], "description": "Named by TALIESIN: \"Can we pass by the Alcove?\"",
-             "members": [{"chunk_id": "x-0059", "name": "Alcove"}, {"chunk_id": "x-0060", "name": "Alcove"}],
-             "evidence": [{"source_id": "crd3:C1E035", "start_unit_id": 1764, "end_unit_id": 1764},
-                          {"source_id": "crd3:C1E035", "start_unit_id": 1774, "end_unit_id": 1776}]},
+    example={"name": "Lady Kima", "aliases": ["Kima"], "description": "Named by MATT: \"time friend of hers, Lady Kima "
+             "of Vord, who is a very well known and very well respected h\"",
+             "members": [{"chunk_id": "x-0002", "name": "Lady Kima"}, {"chunk_id": "x-0010", "name": "Lady Kima"}],
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 52, "end_unit_id": 52},
+                          {"source_id": "crd3:C1E001", "start_unit_id": 298, "end_unit_id": 298}]},
 ))

@@ -20,7 +20,9 @@ class NpcRegistryResponse(StrictModel):
 FAMILY = RegistryFamily(key=KEY, kind="npc", noun="NPC", list_field="npcs", response_model=NpcRegistryResponse)
 SPEC = FAMILY.spec(policy_version="npc-registry-policy-1", docs=FAMILY.docs(
     intro="One record is one non-player character the chunk names (player characters are not NPCs).",
-    example={"name": "Nostoc Greyspine", "aliases": ["Greyspine"], "description": "Named by LAURA: \"Nostoc "
-             "Greyspine.\"", "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 249, "end_unit_id": 249}]},
+    example={"name": "Lord Greyspine", "aliases": ["Greyspine"], "description": "Named by TALIESIN: \"Mostly we are "
+             "looking for Lord Greyspine, if I recall. We have business with him.\"",
+             "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 181, "end_unit_id": 182},
+                          {"source_id": "crd3:C1E001", "start_unit_id": 200, "end_unit_id": 200}]},
 ), judges=(
     JudgeSpec("npc-identity", KEY, "an entry is neither a player character nor a cast member at the table"),))

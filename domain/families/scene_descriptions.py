@@ -202,9 +202,10 @@ SPEC = FamilySpec(
             "records[].start_unit_id": "The scene chunk's first unit, exactly.",
             "records[].end_unit_id": "The scene chunk's last unit, exactly.",
         },
-        example={"source_id": "crd3:C1E001", "kind": "combat", "title": "Combat: tunnel",
-                 "summary": "ORION opens with \"Yeah.\"; LAURA closes with \"All of them?\".",
-                 "start_unit_id": 1561, "end_unit_id": 1680},
+        example={"source_id": "crd3:C1E035", "kind": "rest", "title": "Rest: keep",
+                 "summary": "MARISHA opens with \"I didn't suck it up this game.\"; MATT closes with \"All right, roll "
+                            "a d10.\".",
+                 "start_unit_id": 721, "end_unit_id": 840},
     ),
     record_subject=record_subject,
     durable_record_schema=durable_scene_schema(),
