@@ -15,13 +15,15 @@ from importlib import resources
 
 import orjson
 
+from domain.errors import NotariusError
+
 SHARED_EVIDENCE_PROMPT = "dnd/shared/prompts/common-dnd-extraction-evidence.md"
 
 # An include is a line of its own: {{include dnd/shared/prompts/x.md}}
 _INCLUDE_LINE = re.compile(rb"^\{\{include ([A-Za-z0-9_./-]+)\}\}[ \t]*\r?\n?", re.MULTILINE)
 
 
-class AssetError(LookupError):
+class AssetError(NotariusError, LookupError):
     """A packaged asset is missing or unusable: a packaging bug, not bad input."""
 
 

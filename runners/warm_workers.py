@@ -64,7 +64,7 @@ def run_beam_worker() -> int:
 
     fall_silent_when_out_of_space()  # the runner says a full disk in one line, not each worker its traceback
     # A worker logs through the runner's logging service, as a cold one does, and the runner shows what failed
-    # (pipelines/__init__.py); the handler forked from the zygote would print every INFO line on the shared stderr.
+    # (pipelines/entry.py); the handler forked from the zygote would print every INFO line on the shared stderr.
     quiet_root = logging.getLogger()
     for handler in list(quiet_root.handlers):
         quiet_root.removeHandler(handler)

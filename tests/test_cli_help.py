@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import cli
+from pipelines.interruption import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the console script dispatches to besides the job (pipelines/cli.py), spelled out so that a command
@@ -27,7 +28,7 @@ COMMAND_NAMES = ("verify", "compare", "export-batch", "import-batch")
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     try:
-        code = cli.main(argv)
+        code = run_command(cli.PROG, cli.main, argv)  # what the console script runs
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
         if isinstance(exc.code, str):

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from domain.errors import NotariusError
 from transforms.avro_container import avro_row_count
 
 _CHUNK = 1 << 20
@@ -374,7 +375,7 @@ def remove_entries(folder: str) -> list[str]:
     return left
 
 
-class FolderLockedError(OSError):
+class FolderLockedError(NotariusError, OSError):
     """Another command holds a folder's lock."""
 
     def __init__(self, folder: str, holder: str) -> None:
@@ -518,7 +519,7 @@ def pattern_reaches(pattern: str, path: str) -> bool:
     return pattern_regex(pattern).match(path) is not None
 
 
-class OutputFolderError(ValueError):
+class OutputFolderError(NotariusError, ValueError):
     """An output folder a job must not write into; its text is the one line shown to the operator."""
 
 

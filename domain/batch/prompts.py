@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every proces
     from jsonschema import Draft202012Validator
 
 from domain.assets import composed_prompt, load_json_asset, read_asset
+from domain.errors import NotariusError
 from domain.evaluate import evaluate_response
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, FamilySpec, ListedEntry
@@ -46,7 +47,7 @@ FEEDBACK_HEADING = (
     "automatic checker, not by the user, and lists what the checker could not accept.")
 
 
-class RetryRequestError(ValueError):
+class RetryRequestError(NotariusError, ValueError):
     """A retry request record that cannot be exported; the message is for operators."""
 
 
