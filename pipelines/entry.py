@@ -27,9 +27,9 @@ import sys
 CONSOLE_SCRIPT = "notarius-reprocess"
 CLI = "pipelines.cli"
 JOB = "pipelines.reprocess"
-# What the job's multi-processing workers import before their first request (runners.warm_workers): the job's
-# module, which imports everything its workers unpickle.
-WORKER_PRELOAD = (JOB,)
+# What the job's zygote does before its workers' first request (runners.warm_workers): drop Beam's notices, as
+# the command did, then import the job's module, which imports everything its workers unpickle.
+WORKER_PRELOAD = ("pipelines.entry:quiet_beam_notices", JOB)
 
 
 def run_module(name: str) -> None:
