@@ -71,6 +71,13 @@ def durable_avro_schema_path(family: str) -> str:
     return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}.v1.avsc"
 
 
+def arrow_schema_path(avro_path: str) -> str:
+    """The Arrow schema derived from an Avro one (``domain.schemas.arrow_schema``): ``x.v1.avsc`` -> ``x.v1.arrow.json``."""
+    if not avro_path.endswith(".avsc"):
+        raise ValueError(f"not an Avro schema path: {avro_path}")
+    return avro_path[: -len(".avsc")] + ".arrow.json"
+
+
 def prompt_path(family: str) -> str:
     return f"dnd/{family}/prompts/{family}.md"
 

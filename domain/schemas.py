@@ -18,7 +18,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import orjson
 
 from domain.evidence_contract import DURABLE_EVIDENCE
-from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
+from domain.assets import (arrow_schema_path, durable_avro_schema_path, durable_schema_path, llm_schema_path,
+                           load_json_asset)
 from domain.judges import PASSING_JUDGE_VERDICTS
 from domain.revision import REQUEST_KINDS
 from domain.rows import VERDICTS, RequestRow
@@ -275,13 +276,6 @@ OUTPUT_AVRO_SCHEMAS = ("outputs/retry_request.v1.avsc", "outputs/evaluation.v1.a
                        "outputs/slot_change.v1.avsc")
 _ARROW_PRIMITIVES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool", "double": "float64",
                      "float": "float32", "bytes": "binary"}
-
-
-def arrow_schema_path(avro_path: str) -> str:
-    """``x.v1.avsc`` -> ``x.v1.arrow.json``."""
-    if not avro_path.endswith(".avsc"):
-        raise ValueError(f"not an Avro schema path: {avro_path}")
-    return avro_path[: -len(".avsc")] + ".arrow.json"
 
 
 def arrow_schema(avro_schema: dict) -> dict:

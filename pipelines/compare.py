@@ -44,10 +44,9 @@ from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, C
                               situation_of_row,
                               slot_row_order)
 from analysis.record_diff import RECORD_ADDED, RECORD_REMOVED
-from domain.assets import load_json_asset
 from domain.errors import Refused
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
-from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
+from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO
 from pipelines.guards import claimed_output
 from analysis.cost import unpriced_line
 from pipelines.cost_page import comparison_cost_section
@@ -58,15 +57,15 @@ from runners.workarounds import send_stage_inputs_whole
 from pipelines.verify import NotVerified, require_verified
 from pipelines.interruption import command_named
 from pipelines.outputs import iter_file_rows
-from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
+from transforms.files import OUTPUT_FORMATS, SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
-from transforms.write import FORMATS, OutputSpec, WriteOutputs, arrow_schema, join_path, write_document
+from transforms.write import OutputSpec, WriteOutputs, join_path, write_document, writer_schema
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 PROG = "notarius-reprocess compare"
-USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format avro|jsonl|parquet] [--overwrite] [Beam options]"
+USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format {'|'.join(OUTPUT_FORMATS)}] [--overwrite] [Beam options]"
 # A row of a verified run is read whole, however large its raw response (the job bounds its inputs).
 READ_LIMIT = 2**31 - 1
 # Slot rows per written block, and per change in compare.json's examples.
@@ -81,7 +80,7 @@ REFUSED_TALLY = ("refused_blocks",)
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
                                               "--overwrite), and not inside either run folder."),
-    JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=FORMATS),
+    JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=OUTPUT_FORMATS),
     JobOption("--overwrite", "Replace what --output holds (removed, the earlier manifest first, before this "
                              "comparison writes).", default=False, switch=True),
     PRICES_OPTION,
@@ -176,7 +175,7 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
     comparisons = facts | "CompareSlots" >> CompareSlots()
 
     rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
-    spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt))
+    spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt, SLOT_CHANGE_SCHEMA_AVRO))
     written = (
         rows
         | "Blocks" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BLOCK)
@@ -225,14 +224,6 @@ def document_of(tallies: dict, families: list[str], described: dict, listed: dic
     document = comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
                                    examples=examples)
     yield document if cost is None else {**document, "cost": dict(cost)}
-
-
-def writer_schema(fmt: str):
-    if fmt == "avro":
-        return load_json_asset(SLOT_CHANGE_SCHEMA_AVRO)
-    if fmt == "parquet":
-        return arrow_schema(load_json_asset(arrow_schema_path(SLOT_CHANGE_SCHEMA_AVRO)))
-    return None
 
 
 def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:

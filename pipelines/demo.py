@@ -58,7 +58,7 @@ from pipelines.run_cost import Target, cost_lines
 from domain.errors import Refused
 from domain.manifest import refresh_reasons
 from pipelines.interruption import command_named, signals_deferred
-from transforms.files import FolderLockedError, check_output_folder, folder_state, inner_locks_held
+from transforms.files import OUTPUT_FORMATS, FolderLockedError, check_output_folder, folder_state, inner_locks_held
 from sample import simulated_batch, simulated_judge, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the reports.")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl", "parquet"))
+    parser.add_argument("--output-format", default="avro", choices=OUTPUT_FORMATS)
     parser.add_argument("--transcripts", type=Path, default=None,
                         help="transcript records to simulate from (default: the bundled CRD3 sample)")
     parser.add_argument("--candidates", type=int, default=None,

@@ -23,7 +23,7 @@ from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
 from runners.job_service import (DEFAULT_WAIT_S, JOB_SERVER_RUNNERS, JobServiceUnreachable, external_job_endpoint,
                                  wait_for_job_service)
-from transforms.files import is_local, literal_pattern, matching_files
+from transforms.files import OUTPUT_FORMATS, is_local, literal_pattern, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # The largest integer any output (Avro long, the manifest's JSON through orjson) can hold.
@@ -77,7 +77,7 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines, "
                                     "Avro or Parquet); their names count for occurrence membership."),
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
-              choices=("avro", "jsonl", "parquet")),
+              choices=OUTPUT_FORMATS),
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
               type=int, minimum=1, maximum=MAX_ATTEMPT_NUMBER),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),

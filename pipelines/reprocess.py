@@ -29,7 +29,6 @@ from domain.assets import (
     VERDICT_INPUT_SCHEMA,
     durable_avro_schema_path,
     input_field_shape,
-    load_json_asset,
 )
 from domain.counters import OUTCOMES
 from domain.errors import Refused
@@ -57,8 +56,7 @@ from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.resolve import KeyThroughIndex
 from transforms.files import SUFFIX_FORMATS, format_of
-from domain.schemas import arrow_schema_path
-from transforms.write import OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
+from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document, writer_schema
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
 # attempt to download a Prism binary first (this job runs offline too).
@@ -69,15 +67,6 @@ OUTPUT_SCHEMAS = {
     "evaluations": "outputs/evaluation.v1.avsc",
     "dead_letters": "outputs/dead_letter.v1.avsc",
 }
-
-
-def writer_schema(fmt: str, avro_path: str):
-    """What the writer of ``fmt`` needs: the Avro schema, the Arrow schema derived from it, or nothing."""
-    if fmt == "avro":
-        return load_json_asset(avro_path)
-    if fmt == "parquet":
-        return arrow_schema(load_json_asset(arrow_schema_path(avro_path)))
-    return None
 
 
 @dataclass(frozen=True)

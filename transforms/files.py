@@ -68,8 +68,12 @@ def _parquet_rows(stream: _HashedStream) -> int:
 # Row counters by file format, reading the file through its hashed stream; a new writer format adds its counter here.
 ROW_COUNTERS: dict[str, Callable[[_HashedStream], int]] = {"jsonl": _jsonl_rows, "avro": avro_row_count,
                                                              "parquet": _parquet_rows}
+# The output file formats, each with its file name suffix: the one list (the writers, the readers, the part files
+# a command writes, every --output-format's choices).
+FORMAT_SUFFIXES: dict[str, str] = {"jsonl": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
+OUTPUT_FORMATS = tuple(sorted(FORMAT_SUFFIXES))  # as --output-format lists them
 # File name suffix -> format.
-SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro", ".parquet": "parquet"}
+SUFFIX_FORMATS: dict[str, str] = {suffix: fmt for fmt, suffix in FORMAT_SUFFIXES.items()}
 
 
 def format_of(path: str) -> str:
