@@ -3,8 +3,8 @@ no module imports one that imports it back (issue 30), domain/ never imports Bea
 imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job,
 analysis/ (what finished runs' rows say) uses the domain and nothing of the job nor Beam, domain/ never
 imports analysis/, docgen/ (the data dictionary) renders the domain's declarations and nothing imports it,
-and no command (pipelines/ but the demo), transform, analysis or domain module imports
-the simulator (sample/)."""
+no command (pipelines/ but the demo), transform, analysis or domain module imports
+the simulator (sample/), and no module below the console entry point ends the process (SystemExit)."""
 
 from __future__ import annotations
 
