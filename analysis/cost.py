@@ -30,13 +30,13 @@ from domain.batch.prices import PriceTable, price_key, token_cost
 from domain.counters import JUDGE_STALE, JUDGE_SUPERSEDED, JUDGE_UNMATCHED, JUDGE_UNUSABLE
 from domain.judges import JUDGE_VERDICTS
 from domain.revision import KIND_REFRESH
+from domain.rows import PASSING_VERDICTS, VERDICTS
 
 Rows = Callable[[], Iterable[Mapping[str, Any]]]
 ProducerKey = tuple[str, str, bool]  # provider, model, batch: what a price applies to
 
 MICROS = 1_000_000
-PASSING = ("accepted", "superseded")
-VERDICT_ORDER = ("accepted", "superseded", "rejected", "deferred")
+VERDICT_ORDER = VERDICTS  # the order the cost tables list verdicts in
 SAVED = "saved"
 VERDICTS_OUTCOME = "verdicts"
 # A judge's verdict records: every one its counters count (domain.manifest.verdict_conservation's parts).
@@ -242,14 +242,14 @@ def saved_retry_cells(rows: Rows) -> dict[str, dict[str, Cell]]:
     (``domain.slot_decision.SlotDecision.survives``), read from its rows. Two passes over the rows,
     the second keeping only the slots the first found reordered (memory: those slots)."""
     reordered = {_slot(row) for row in rows()
-                 if row["verdict"] in PASSING and int(row.get("endpoints_reordered") or 0) > 0}
+                 if row["verdict"] in PASSING_VERDICTS and int(row.get("endpoints_reordered") or 0) > 0}
     if not reordered:
         return {}
     survives: set[tuple[str, str, str]] = set()
     accepted: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for row in rows():
         slot = _slot(row)
-        if slot not in reordered or row["verdict"] not in PASSING:
+        if slot not in reordered or row["verdict"] not in PASSING_VERDICTS:
             continue
         if not int(row.get("endpoints_reordered") or 0):
             survives.add(slot)

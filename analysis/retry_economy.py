@@ -24,14 +24,13 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from domain.evaluate import evaluate_response
-from domain.evidence import SourceRef, evidence_sort_key
+from domain.evidence import evidence_as_written
 from domain.families import FAMILIES
 from domain.families.base import (
     ROLE_RECONCILIATION,
     ROLE_REGISTRY,
     Adapted,
     EvaluationContext,
-    Evidence,
     FamilySpec,
 )
 from domain.families.common import order_records
@@ -39,11 +38,8 @@ from domain.families.response_structs import with_items
 from domain.issues import quote_name, render_range
 from domain.judges import JUDGE_FAIL
 from domain.revision import KIND_JUDGE, KIND_RETRY
+from domain.rows import PASSING_VERDICTS, VERDICT_ACCEPTED, VERDICT_DEFERRED
 from domain.source import Transcript
-
-VERDICTS_PASSING = frozenset({"accepted", "superseded"})
-VERDICT_ACCEPTED = "accepted"
-VERDICT_DEFERRED = "deferred"
 
 
 class Slot(NamedTuple):
@@ -418,7 +414,7 @@ def verdict_agreement(truth: Mapping[str, TruthRow], evaluations: Iterable[Mappi
         if known is None or row["verdict"] == VERDICT_DEFERRED:
             continue
         compared += 1
-        if (row["verdict"] in VERDICTS_PASSING) == passes_in_the_run(known, row, judged_sources):
+        if (row["verdict"] in PASSING_VERDICTS) == passes_in_the_run(known, row, judged_sources):
             agreeing += 1
         else:
             disagreements.append(Disagreement(row["candidate_id"], row["family"], known.expected_pass, row["verdict"]))
@@ -474,12 +470,6 @@ def judge_figures(truth: Mapping[str, TruthRow], evaluations: Iterable[Mapping[s
 
 # --- retries saved by endpoint canonicalization --------------------------------------------
 
-def evidence_as_written(transcript: Transcript, evidence: Iterable[Evidence]) -> tuple[SourceRef, ...]:
-    """``canonical_evidence`` minus ``order_endpoints``: sorted and de-duplicated, never swapped."""
-    refs = dict.fromkeys(SourceRef(transcript.source_id, e.start_unit_id, e.end_unit_id) for e in evidence)
-    return tuple(sorted(refs, key=lambda ref: evidence_sort_key(transcript.index, ref)))
-
-
 @dataclass(frozen=True, slots=True)
 class _AdapterWithoutOrdering:
     """The family's own adapter, record by record, with evidence kept as written.
@@ -497,7 +487,8 @@ class _AdapterWithoutOrdering:
         for item in getattr(response, field_name):
             single = with_items(response, field_name, (item,))
             (record,) = self.spec.adapt(single, transcript).records
-            records.append(dataclasses.replace(record, evidence=evidence_as_written(transcript, item.evidence)))
+            evidence = evidence_as_written(transcript.index, transcript.source_id, item.evidence)
+            records.append(dataclasses.replace(record, evidence=evidence))
         return order_records(transcript.index, records)
 
 
@@ -579,7 +570,7 @@ def canonicalization_savings(
     passed_by_slot: dict[Slot, list[str]] = defaultdict(list)
     accepted: set[Slot] = set()
     for row in evaluations:
-        if row["verdict"] in VERDICTS_PASSING:
+        if row["verdict"] in PASSING_VERDICTS:
             passed_by_slot[slot_of(row)].append(row["candidate_id"])
         if row["verdict"] == VERDICT_ACCEPTED:
             accepted.add(slot_of(row))

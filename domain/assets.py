@@ -15,13 +15,15 @@ from importlib import resources
 
 import orjson
 
+from domain.errors import NotariusError
+
 SHARED_EVIDENCE_PROMPT = "dnd/shared/prompts/common-dnd-extraction-evidence.md"
 
 # An include is a line of its own: {{include dnd/shared/prompts/x.md}}
 _INCLUDE_LINE = re.compile(rb"^\{\{include ([A-Za-z0-9_./-]+)\}\}[ \t]*\r?\n?", re.MULTILINE)
 
 
-class AssetError(LookupError):
+class AssetError(NotariusError, LookupError):
     """A packaged asset is missing or unusable: a packaging bug, not bad input."""
 
 
@@ -67,6 +69,13 @@ def durable_schema_path(family: str) -> str:
 
 def durable_avro_schema_path(family: str) -> str:
     return f"dnd/{family}/schemas/dnd_{family.replace('-', '_')}.v1.avsc"
+
+
+def arrow_schema_path(avro_path: str) -> str:
+    """The Arrow schema derived from an Avro one (``domain.schemas.arrow_schema``): ``x.v1.avsc`` -> ``x.v1.arrow.json``."""
+    if not avro_path.endswith(".avsc"):
+        raise ValueError(f"not an Avro schema path: {avro_path}")
+    return avro_path[: -len(".avsc")] + ".arrow.json"
 
 
 def prompt_path(family: str) -> str:

@@ -26,7 +26,8 @@ Every rule is written once, on the resolved form:
 
 Canonical evidence (:func:`canonical_written` for what a model wrote,
 :func:`canonical_evidence` for refs) and the invariant that checks it
-(:func:`evidence_is_canonical`) are compositions of those. Everything here is
+(:func:`evidence_is_canonical`) are compositions of those; so is
+:func:`evidence_as_written`, canonical evidence without the endpoint ordering. Everything here is
 pure: new values, inputs never mutated.
 """
 
@@ -173,15 +174,25 @@ def canonical_evidence(index: DocumentIndex, source_id: str | None, refs: Iterab
     return _canonical([resolve(index, ref) or _unresolved(ref) for ref in refs])[0]
 
 
+def evidence_as_written(index: DocumentIndex, source_id: str, written: Sequence[Any]) -> tuple[SourceRef, ...]:
+    """:func:`canonical_written` without :meth:`SourceRef.ordered`: resolved, de-duplicated and sorted by position
+    the same way, every range kept as written (one given backwards stays backwards, for a validator to reject).
+    What a family would hold without lossless endpoint ordering (the retry economy's counterfactual)."""
+    refs = [resolve_range(index, source_id, item.start_unit_id, item.end_unit_id)
+            or SourceRef(source_id, item.start_unit_id, item.end_unit_id) for item in written]
+    return _canonical(refs, ordered=False)[0]
+
+
 def _unresolved(ref: SourceRef) -> SourceRef:
     """``ref`` without a resolution (it may carry one from another source's index)."""
     return ref if ref.first is None else SourceRef(ref.source_id, ref.start_unit_id, ref.end_unit_id)
 
 
-def _canonical(refs: list[SourceRef]) -> tuple[tuple[SourceRef, ...], int]:
+def _canonical(refs: list[SourceRef], ordered: bool = True) -> tuple[tuple[SourceRef, ...], int]:
     """Canonical evidence of ``refs``, each resolved or not resolvable (no position), and how many
     were backwards. Equal ranges after ordering are kept once, the first written; their
-    sort keys are distinct (positions identify unit ids), so the sort never meets a tie."""
+    sort keys are distinct (positions identify unit ids), so the sort never meets a tie.
+    ``ordered`` False: a range written backwards is kept as written (and sorted by its written start)."""
     kept: dict[tuple, tuple] = {}  # (source_id, start, end) in document order -> (sort key, ref)
     backwards = 0
     for ref in refs:
@@ -192,7 +203,7 @@ def _canonical(refs: list[SourceRef]) -> tuple[tuple[SourceRef, ...], int]:
                 kept[triple] = ((1, 0, 0, repr(triple)), ref)
             continue
         last = ref.last
-        if first <= last:
+        if first <= last or not ordered:
             triple = (ref.source_id, ref.start_unit_id, ref.end_unit_id)
             if triple not in kept:
                 kept[triple] = ((0, first, last, ""), ref)

@@ -34,6 +34,7 @@ import msgspec
 import msgspec.structs
 import orjson
 
+from domain.errors import NotariusError
 from domain.families import FAMILIES
 from domain.families.base import FamilySpec
 from domain.records import json_error_summary, shown_value
@@ -163,7 +164,7 @@ _ENVELOPE_STRINGS = ("candidate_id", "family", "source_id", "chunk_id", "prompt_
                      "schema_fingerprint", "raw_response", "received_at")
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(NotariusError, ValueError):
     pass
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import orjson
 
 from domain.assets import fingerprint, llm_schema_path, load_json_asset, read_asset
+from domain.errors import NotariusError
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, quote_name
 from domain.model_safety import internal_tokens
@@ -169,7 +170,7 @@ def _answer_validator(judge: JudgeSpec):
 
 # --- verdict records (contract §3.3) -------------------------------------------------------------------
 
-class VerdictEnvelopeError(ValueError):
+class VerdictEnvelopeError(NotariusError, ValueError):
     """A verdict record that is not one (a dead letter of input ``verdicts``)."""
 
 

@@ -14,13 +14,14 @@ from typing import Any, Callable
 
 import orjson
 
+from domain.errors import NotariusError
 from domain.evidence import SourceRef
 from domain.families import FAMILIES
 from domain.families.base import ROLE_REGISTRY, FamilySpec, fold_name
 from domain.families.registry_family import RegistryRecord
 
 
-class RegistryArtifactError(ValueError):
+class RegistryArtifactError(NotariusError, ValueError):
     """A line that is not a usable registry artifact; its text is the dead letter's reason."""
 
 

@@ -34,6 +34,8 @@ VERDICT_SUPERSEDED = "superseded"
 VERDICT_REJECTED = "rejected"
 VERDICT_DEFERRED = "deferred"
 VERDICTS = (VERDICT_ACCEPTED, VERDICT_SUPERSEDED, VERDICT_REJECTED, VERDICT_DEFERRED)
+# The verdicts of an attempt that passed the rules: the accepted one and those a later passing attempt superseded.
+PASSING_VERDICTS = (VERDICT_ACCEPTED, VERDICT_SUPERSEDED)
 
 # A dead letter's payload: the original bytes as UTF-8 text, or base64 when they are not UTF-8.
 PAYLOAD_ENCODINGS = ("utf-8", "base64")

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from domain.errors import NotariusError
+
 MANIFEST_NAME = "manifest.json"
 FILES_KEY = "files"
 PART_PREFIX = "part-"
@@ -42,7 +44,7 @@ CONSERVATION_BLOCKS = (
 OUTPUT_COUNTS = ("artifacts", "retry_requests", "refresh_requests", "judge_requests", "evaluations", "dead_letters")
 
 
-class ManifestError(ValueError):
+class ManifestError(NotariusError, ValueError):
     """A manifest without a usable file listing."""
 
 

@@ -12,15 +12,17 @@ The generated files are the contract: readers need nothing from this module.
 from __future__ import annotations
 
 import copy
-from typing import Any
+import types
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import orjson
 
 from domain.evidence_contract import DURABLE_EVIDENCE
-from domain.assets import durable_avro_schema_path, durable_schema_path, llm_schema_path, load_json_asset
+from domain.assets import (arrow_schema_path, durable_avro_schema_path, durable_schema_path, llm_schema_path,
+                           load_json_asset)
 from domain.judges import PASSING_JUDGE_VERDICTS
 from domain.revision import REQUEST_KINDS
-from domain.rows import VERDICTS
+from domain.rows import VERDICTS, RequestRow
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
@@ -276,13 +278,6 @@ _ARROW_PRIMITIVES = {"string": "string", "long": "int64", "int": "int32", "boole
                      "float": "float32", "bytes": "binary"}
 
 
-def arrow_schema_path(avro_path: str) -> str:
-    """``x.v1.avsc`` -> ``x.v1.arrow.json``."""
-    if not avro_path.endswith(".avsc"):
-        raise ValueError(f"not an Avro schema path: {avro_path}")
-    return avro_path[: -len(".avsc")] + ".arrow.json"
-
-
 def arrow_schema(avro_schema: dict) -> dict:
     """The Arrow description of an Avro record schema (see the comment above)."""
     named: dict[str, Any] = {}
@@ -397,37 +392,46 @@ def request_json_schema() -> dict:
     }
 
 
+# What the Avro schema says of a request row beyond its declaration (domain.rows.RequestRow): the name of its
+# enum and the docs of its nullable fields.
+REQUEST_AVRO_ENUMS = {"kind": "RequestKind"}
+REQUEST_AVRO_DOCS = {
+    "input_fingerprint": "Reconciliations: the fingerprint of the entry list the request was built with (contract "
+                         "§4.1); null for every other family.",
+    "candidate_sha256": "Judge requests: sha256 of the judged attempt's raw response (contract §4.3); null otherwise.",
+    "judge": "Judge requests: the judge's name; null otherwise.",
+    "judge_fingerprint": "Judge requests: the judge's fingerprint (its prompt and schema); null otherwise.",
+}
+
+
 def request_avro_schema() -> dict:
-    string = "string"
+    """The Avro schema of a request row, field by field from its declaration (``domain.rows.RequestRow``)."""
     return {
         "type": "record",
         "name": "RetryRequestV1",
         "namespace": "notarius.outputs",
         "doc": "One request per slot that needs a new attempt: a retry (still failing) or a refresh (rests only on "
                "attempts under an earlier prompt). Model-facing fields only (contract §6, §6.1).",
-        "fields": [
-            {"name": "request_id", "type": string},
-            {"name": "kind", "type": {"type": "enum", "name": "RequestKind", "symbols": list(REQUEST_KINDS)}},
-            {"name": "family", "type": string},
-            {"name": "source_id", "type": string},
-            {"name": "chunk_id", "type": string},
-            {"name": "candidate_id", "type": string},
-            {"name": "attempt", "type": "long"},
-            {"name": "correction_guidance", "type": string},
-            {"name": "prompt_fingerprint", "type": string},
-            {"name": "schema_fingerprint", "type": string},
-            {"name": "validator_policy_fingerprint", "type": string},
-            {"name": "input_fingerprint", "type": ["null", string], "default": None,
-             "doc": "Reconciliations: the fingerprint of the entry list the request was built with (contract §4.1); "
-                    "null for every other family."},
-            {"name": "candidate_sha256", "type": ["null", string], "default": None,
-             "doc": "Judge requests: sha256 of the judged attempt's raw response (contract §4.3); null otherwise."},
-            {"name": "judge", "type": ["null", string], "default": None,
-             "doc": "Judge requests: the judge's name; null otherwise."},
-            {"name": "judge_fingerprint", "type": ["null", string], "default": None,
-             "doc": "Judge requests: the judge's fingerprint (its prompt and schema); null otherwise."},
-        ],
+        "fields": [_avro_field(name, shape) for name, shape in get_type_hints(RequestRow).items()],
     }
+
+
+def _avro_field(name: str, shape: Any) -> dict:
+    """A request row's field in Avro: a string, a long, a closed set as a named enum; nullable (``X | None``)
+    as a union with null first, null by default."""
+    args = [arg for arg in get_args(shape) if arg is not type(None)]
+    nullable = get_origin(shape) in (types.UnionType, Union) and len(args) < len(get_args(shape))
+    base = args[0] if nullable else shape
+    if get_origin(base) is Literal:
+        avro: Any = {"type": "enum", "name": REQUEST_AVRO_ENUMS[name], "symbols": list(get_args(base))}
+    else:
+        avro = {str: "string", int: "long", bool: "boolean"}[base]
+    field: dict[str, Any] = {"name": name, "type": ["null", avro] if nullable else avro}
+    if nullable:
+        field["default"] = None
+    if name in REQUEST_AVRO_DOCS:
+        field["doc"] = REQUEST_AVRO_DOCS[name]
+    return field
 
 
 def generated_request_schemas() -> dict[str, bytes]:

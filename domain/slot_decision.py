@@ -42,6 +42,7 @@ from domain.issues import Correction, Issue, render_guidance
 from domain.revision import MAX_ATTEMPT_NUMBER, choose_accepted, current_flags, next_attempt, refresh_due
 from domain.judging import SlotJudging, count_unjudged, walk_judges
 from domain.rows import (
+    PASSING_VERDICTS,
     JudgedByRow,
     VERDICT_ACCEPTED,
     VERDICT_DEFERRED,
@@ -90,10 +91,7 @@ class SlotDecision:
     def survives(self) -> bool:
         """An accepted slot one of whose passing attempts passes without endpoint ordering: no
         retry was saved by it (contract §5 step 3)."""
-        return any(verdict in _PASSING and not reordered for _, verdict, _, reordered in self.verdicts)
-
-
-_PASSING = (VERDICT_ACCEPTED, VERDICT_SUPERSEDED)
+        return any(verdict in PASSING_VERDICTS and not reordered for _, verdict, _, reordered in self.verdicts)
 
 
 def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], ctx: EvaluationContext | None, *,

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, Mapping, Sequence
 import msgspec
 import orjson
 
+from domain.errors import NotariusError
 from domain.frozen import quick_init
 from domain.records import json_error_summary, shown_value
 
@@ -25,7 +26,7 @@ CHUNK_KINDS = ("extraction", "scene")
 MAX_UNIT_ID = 2**63 - 1
 
 
-class TranscriptError(ValueError):
+class TranscriptError(NotariusError, ValueError):
     """A transcript record that cannot be used. The message names the problem
     in words an operator understands; the job turns it into a dead letter."""
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from domain.errors import NotariusError
 from domain.records import shown_value
 
 # The largest count a usage field may hold: an Avro ``long`` (assets/inputs/*.avsc) and a
@@ -49,7 +50,7 @@ class Usage(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
                 "cached_input_tokens": self.cached_input_tokens, "batch": self.batch}
 
 
-class UsageError(ValueError):
+class UsageError(NotariusError, ValueError):
     """A ``usage`` value that is not one; the message says why, without naming the record kind."""
 
 

@@ -20,6 +20,11 @@ to Beam, so these flags never collide with another job's PipelineOptions.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.batch_export`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.batch_export")
+
 import argparse
 import functools
 import sys
@@ -37,6 +42,7 @@ from domain.batch.export import (
     choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
 from domain.batch.estimate import estimate_counts, estimate_summary, unpriced_line
 from domain.batch.providers import PROVIDERS, RequestSettings
+from domain.errors import Refused
 from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE, REQUEST_KINDS
@@ -45,8 +51,7 @@ from pipelines.options import (PRICES_OPTION, JobOption, OptionsError, beam_opti
                                parse_command, parse_families, read_prices, required_files)
 from pipelines.verify import require_verified
 from runners.workarounds import send_stage_inputs_whole
-from pipelines.interruption import run_command
-from runners.collector import freeze_for_exit
+from pipelines.interruption import command_named
 from transforms.files import literal_pattern, matching_files
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.read import KeyedInput, ReadKeyedInputs
@@ -288,7 +293,8 @@ def _preflight(args: argparse.Namespace) -> None:
     provider = PROVIDERS[args.provider]
     problems = schema_problems(provider, parse_families(args.families) or FAMILIES)
     if problems:
-        raise SystemExit(f"the LLM schemas do not fit {provider.name}'s structured-output subset:\n  " + "\n  ".join(problems))
+        raise Refused(f"the LLM schemas do not fit {provider.name}'s structured-output subset:\n  " + "\n  ".join(problems),
+                      names_the_command=False)
     if args.temperature is not None and not provider.takes_temperature:
         raise OptionsError(f"--temperature: {provider.name}'s request type has no temperature")
     parse_kinds(args.kinds)
@@ -303,10 +309,7 @@ def _preflight(args: argparse.Namespace) -> None:
     args.run_manifest = None
     for folder in (run, run_folder_of(args.registries, "artifacts") if args.registries else None):
         if folder is not None:
-            try:
-                verified = require_verified(folder)
-            except SystemExit as refused:
-                raise OptionsError(str(refused)) from None
+            verified = require_verified(folder)  # NotVerified: refused
             if folder == run:
                 args.run_manifest = verified
     judged = judged_candidates_glob(args)
@@ -322,6 +325,7 @@ def _writes() -> list[str]:
     return [requests, index, "dead_letters/part-00000-of-00001.jsonl", MANIFEST]
 
 
+@command_named(PROG)
 def run(argv: Sequence[str] | None = None) -> dict:
     """Run the export and return its manifest."""
     args, beam_args = parse_command(PROG, DESCRIPTION, EXPORT_OPTIONS,
@@ -361,6 +365,7 @@ def format_summary(manifest: dict) -> str:
     return "\n".join(lines)
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     manifest = run(argv)
     unpriced = unpriced_line(manifest["estimate"])
@@ -369,6 +374,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_summary(manifest))
     return 0 if manifest["conservation"]["holds"] else 2
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

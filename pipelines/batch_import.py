@@ -23,6 +23,11 @@ process gives byte-identical outputs for the same inputs, which a ledger needs.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.batch_import`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.batch_import")
+
 import argparse
 import hashlib
 import sys
@@ -35,14 +40,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from domain.batch.export import INDEX_SUFFIX, REQUESTS_SUFFIX
 from domain.batch.ledger import (
-    CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger, is_verdict_record, not_imported_ids,
+    CANCELED, EXPIRED, MISSING, UNKNOWN_TIME, ExportedRequest, ImportLedger, is_verdict_record, not_imported_ids,
     parse_index_row)
 from domain.batch.providers import PROVIDERS
+from domain.errors import NotariusError, Refused
 from domain.intake import received_instant
 from pipelines.guards import claimed_output
 from pipelines.options import JobOption, OptionsError, command_parser, parse_command, required_files
-from pipelines.interruption import run_command
-from runners.collector import freeze_for_exit
+from pipelines.interruption import command_named
 from transforms.compression import decompressed
 from transforms.raw_records import UTF8_BOM
 from transforms.write import join_path, write_json_document
@@ -97,9 +102,11 @@ def request_files(paths: Sequence[str]) -> list[tuple[str, str]]:
     return [(stem + REQUESTS_SUFFIX, stem + INDEX_SUFFIX) for stem in sorted(stems)]
 
 
-class UnreadableFile(Exception):
+class UnreadableFile(NotariusError):
     """A file that could not be read to its end (cut or corrupt compression, a failed read);
     ``lines_read`` lines came before the damage."""
+
+    names_the_command = False  # an export that is damaged: the text, which names the file, is the whole line
 
     def __init__(self, path: str, lines_read: int, cause: Exception) -> None:
         super().__init__(f"{path} could not be read past line {lines_read}: {type(cause).__name__}: {cause}"[:500])
@@ -128,15 +135,15 @@ def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
     for requests_path, index_path in pairs:
         for path in (requests_path, index_path):
             if not FileSystems.exists(path):
-                raise SystemExit(f"{path} is missing: --requests needs each requests file with its index beside it")
-        try:
-            index = [parse_index_row(raw, f"{index_path}:{n}") for n, raw in read_lines(index_path) if raw.strip()]
-            lines = [raw for _, raw in read_lines(requests_path)]
-        except UnreadableFile as exc:  # the export itself is damaged: nothing can be matched safely
-            raise SystemExit(str(exc)) from None
+                raise Refused(f"{path} is missing: --requests needs each requests file with its index beside it",
+                              names_the_command=False)
+        # UnreadableFile: the export itself is damaged, nothing can be matched safely.
+        index = [parse_index_row(raw, f"{index_path}:{n}") for n, raw in read_lines(index_path) if raw.strip()]
+        lines = [raw for _, raw in read_lines(requests_path)]
         if len(lines) != len(index) or any(
                 hashlib.sha256(line).hexdigest() != row.line_sha256 for line, row in zip(lines, index)):
-            raise SystemExit(f"{requests_path} does not match its index {index_path}: was the file edited?")
+            raise Refused(f"{requests_path} does not match its index {index_path}: was the file edited?",
+                          names_the_command=False)
         exported.extend(index)
     return exported
 
@@ -145,24 +152,18 @@ def load_exported(pairs: Sequence[tuple[str, str]]) -> list[ExportedRequest]:
 IMPORT_WRITES = (CANDIDATES, VERDICTS, LEDGER, NOT_IMPORTED, MANIFEST)
 
 
+@command_named(PROG)
 def run(argv: Sequence[str] | None = None) -> dict:
     """Import the results and return the import manifest."""
     args = parse_command(PROG, DESCRIPTION, IMPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
     provider = PROVIDERS[args.provider]
     if args.received_at is not None and received_instant(args.received_at) is None:
         # Written into every candidate without a time of its own: a value the job cannot order by is refused.
-        raise SystemExit(f"{PROG}: --received-at {args.received_at!r} is not a time (RFC 3339, e.g. "
-                         f"2026-10-01T12:00:00Z)")
-    try:
-        pairs = request_files(match_all([args.requests], "--requests"))
-        results = match_all(args.results, "--results")
-    except OptionsError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
-    try:
-        ledger = ImportLedger(provider, load_exported(pairs), received_at=args.received_at or UNKNOWN_TIME,
-                              unanswered=args.unanswered)
-    except ExportIndexError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
+        raise OptionsError(f"--received-at {args.received_at!r} is not a time (RFC 3339, e.g. 2026-10-01T12:00:00Z)")
+    pairs = request_files(match_all([args.requests], "--requests"))
+    results = match_all(args.results, "--results")
+    ledger = ImportLedger(provider, load_exported(pairs), received_at=args.received_at or UNKNOWN_TIME,
+                          unanswered=args.unanswered)  # ExportIndexError: an index line that is not one
     with claimed_output(PROG, args.output, inputs={"--results": args.results, "--requests": args.requests},
                         writes=IMPORT_WRITES, overwrite=args.overwrite, remove_first=[MANIFEST],
                         commit_record=MANIFEST) as folder:
@@ -276,11 +277,9 @@ def usage_summary(usage: dict) -> str:
     return line
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     manifest = run(argv)
     print(format_summary(manifest))
     return 0 if manifest["conservation"]["holds"] else 2
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -11,12 +11,18 @@ another job's run.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.cli`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.cli")
+
 import difflib
 import importlib
 import sys
 from dataclasses import dataclass
 
-from pipelines.interruption import run_command
+from domain.errors import Refused
+from pipelines.interruption import command_named, run_command
 from runners.collector import freeze_for_exit
 
 PROG = "notarius-reprocess"
@@ -83,9 +89,10 @@ def version_line() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command ``argv`` names (the job without one); what ends it is said by the entry point's
+    ``run_command`` (``console_main``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # A signal before a command holds its folder (during imports, say) is one line too; after: pipelines.guards.
-    return run_command(PROG, _dispatch, argv)
+    return _dispatch(argv)
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -103,9 +110,9 @@ def _dispatch(argv: list[str]) -> int:
     if wants_help(argv):
         print(overview() + help_text(PROG), end="")
         return 0
-    from runners.warm_workers import start_early
+    from pipelines.entry import start_job_workers_early
 
-    start_early(argv, ("pipelines.reprocess",))  # before Beam's import below: see pipelines.reprocess
+    start_job_workers_early(argv)  # before Beam's import below: the zygote imports meanwhile
     from pipelines import reprocess
 
     return reprocess.main(argv)
@@ -115,14 +122,14 @@ def _known_commands() -> str:
     return ", ".join([*COMMANDS, "help"])
 
 
+@command_named(f"{PROG} help")
 def _help(names: list[str]) -> int:
     """``help``: the top-level text; ``help CMD``: exactly what ``CMD --help`` prints (it runs that)."""
     if not names or names == ["help"]:
         return _dispatch(["--help"])
     if len(names) == 1 and names[0] in COMMANDS:
         return _dispatch([names[0], "--help"])
-    raise SystemExit(f"{PROG} help: no command {' '.join(names)!r}; the commands are {_known_commands()} "
-                     f"(the job itself: {PROG} --help)")
+    raise Refused(f"no command {' '.join(names)!r}; the commands are {_known_commands()} (the job itself: {PROG} --help)")
 
 
 def _refuse_a_misspelt_command(word: str) -> None:
@@ -130,14 +137,12 @@ def _refuse_a_misspelt_command(word: str) -> None:
     Any other word is left to the job's own check (a stray word, often a glob the shell expanded)."""
     close = difflib.get_close_matches(word, [*COMMANDS, "help"], n=1)
     if close:
-        raise SystemExit(f"{PROG}: no command {word!r} (did you mean {close[0]}?); the commands are "
-                         f"{_known_commands()}")
+        raise Refused(f"no command {word!r} (did you mean {close[0]}?); the commands are {_known_commands()}")
 
 
 def console_main() -> int:
-    """The ``notarius-reprocess`` console script: ``main``, in a process that ends with it."""
-    return freeze_for_exit(main())
+    """``main`` through the console entry point, in a process that ends with it (without the first steps of
+    ``pipelines.entry.console_main``, the console script)."""
+    # A signal before a command holds its folder (during imports, say) is one line too; after: pipelines.guards.
+    return freeze_for_exit(run_command(PROG, main))
 
-
-if __name__ == "__main__":
-    sys.exit(console_main())

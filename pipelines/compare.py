@@ -18,6 +18,11 @@ does not, 1 on a refused command line or folder.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.compare`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.compare")
+
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -39,9 +44,9 @@ from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, C
                               situation_of_row,
                               slot_row_order)
 from analysis.record_diff import RECORD_ADDED, RECORD_REMOVED
-from domain.assets import load_json_asset
+from domain.errors import Refused
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
-from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
+from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO
 from pipelines.guards import claimed_output
 from analysis.cost import unpriced_line
 from pipelines.cost_page import comparison_cost_section
@@ -49,19 +54,18 @@ from pipelines.options import PRICES_OPTION, JobOption, OptionsError, beam_optio
 from pipelines.run_cost import comparison_cost
 from pipelines.html_page import CSP, STYLE, e, figure, legend, section, stacked_bars, verdict
 from runners.workarounds import send_stage_inputs_whole
-from pipelines.verify import require_verified
-from pipelines.interruption import run_command
-from runners.collector import freeze_for_exit
+from pipelines.verify import NotVerified, require_verified
+from pipelines.interruption import command_named
 from pipelines.outputs import iter_file_rows
-from transforms.files import SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
+from transforms.files import OUTPUT_FORMATS, SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder, remove_folder_contents
 from transforms.process import SumCounts
 from transforms.raw_records import decode_block
 from transforms.read import COUNTS, KEYED, KeyedInput, ReadKeyedInputs
-from transforms.write import FORMATS, OutputSpec, WriteOutputs, arrow_schema, join_path, write_document
+from transforms.write import OutputSpec, WriteOutputs, join_path, write_document, writer_schema
 
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 PROG = "notarius-reprocess compare"
-USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format avro|jsonl|parquet] [--overwrite] [Beam options]"
+USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format {'|'.join(OUTPUT_FORMATS)}] [--overwrite] [Beam options]"
 # A row of a verified run is read whole, however large its raw response (the job bounds its inputs).
 READ_LIMIT = 2**31 - 1
 # Slot rows per written block, and per change in compare.json's examples.
@@ -76,7 +80,7 @@ REFUSED_TALLY = ("refused_blocks",)
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--output", required=True, help="Folder for the comparison (local, gs://, s3://): absent or empty (see "
                                               "--overwrite), and not inside either run folder."),
-    JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=FORMATS),
+    JobOption("--output-format", "Format of slots/part-* (default avro).", default="avro", choices=OUTPUT_FORMATS),
     JobOption("--overwrite", "Replace what --output holds (removed, the earlier manifest first, before this "
                              "comparison writes).", default=False, switch=True),
     PRICES_OPTION,
@@ -171,7 +175,7 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
     comparisons = facts | "CompareSlots" >> CompareSlots()
 
     rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
-    spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt))
+    spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt, SLOT_CHANGE_SCHEMA_AVRO))
     written = (
         rows
         | "Blocks" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BLOCK)
@@ -220,14 +224,6 @@ def document_of(tallies: dict, families: list[str], described: dict, listed: dic
     document = comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
                                    examples=examples)
     yield document if cost is None else {**document, "cost": dict(cost)}
-
-
-def writer_schema(fmt: str):
-    if fmt == "avro":
-        return load_json_asset(SLOT_CHANGE_SCHEMA_AVRO)
-    if fmt == "parquet":
-        return arrow_schema(load_json_asset(arrow_schema_path(SLOT_CHANGE_SCHEMA_AVRO)))
-    return None
 
 
 def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
@@ -607,7 +603,7 @@ def parse(argv: Sequence[str]):
         parse_command(f"{PROG} RUN_A RUN_B", DESCRIPTION, COMPARE_OPTIONS, argv)  # prints the help, exits 0
     folders = list(argv[:2])
     if len(folders) < 2 or any(folder.startswith("-") for folder in folders):
-        raise SystemExit(f"{PROG}: name the two run folders first: {USAGE}")
+        raise OptionsError(f"name the two run folders first: {USAGE}")
     args, beam_args = parse_command(PROG, DESCRIPTION, COMPARE_OPTIONS, list(argv[2:]), known_only=True)
     return folders, args, beam_args
 
@@ -617,6 +613,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
     return compare(argv)[0]
 
 
+@command_named(PROG)
 def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
     """Run the comparison: its document and the folder it was written to (links resolved)."""
     folders, args, beam_args = parse(list(argv) if argv is not None else sys.argv[1:])
@@ -626,7 +623,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
         for run_name, folder in zip(RUNS, folders):
             try:
                 manifests[run_name] = require_verified(folder)  # contract §6.2: only a run folder that verifies
-            except SystemExit as refused:
+            except NotVerified as refused:
                 raise OptionsError(f"run {run_name.upper()}: {refused}") from None
 
     prices = []
@@ -652,8 +649,8 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
         if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed
             problem = first_row_error(runs, manifests)
             remove_folder_contents(folder)  # claimed empty: all of it is this command's (slots/, documents)
-            raise SystemExit(f"{PROG}: {problem}; the run verifies, but compare reads only rows its output "
-                             f"contract allows: nothing was written to {folder}")
+            raise Refused(f"{problem}; the run verifies, but compare reads only rows its output "
+                          f"contract allows: nothing was written to {folder}")
         path = join_path(folder, COMPARE_JSON)
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             return orjson.loads(handle.read()), folder
@@ -751,6 +748,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_summary(document, folder))
     return 0 if document["conservation"]["holds"] else 2
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

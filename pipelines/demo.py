@@ -37,9 +37,13 @@ family from the current prompt and plan no second refresh).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.demo`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.demo")
+
 import argparse
 import os
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -51,11 +55,10 @@ from pipelines.guards import claimed_output
 from pipelines.options import read_prices
 from pipelines.outputs import read_manifest
 from pipelines.run_cost import Target, cost_lines
+from domain.errors import Refused
 from domain.manifest import refresh_reasons
-from pipelines.interruption import run_command, signals_deferred
-from runners.collector import freeze_for_exit
-from transforms.files import (FolderLockedError, OutputFolderError, check_output_folder, folder_state,
-                              inner_locks_held)
+from pipelines.interruption import command_named, signals_deferred
+from transforms.files import OUTPUT_FORMATS, FolderLockedError, check_output_folder, folder_state, inner_locks_held
 from sample import simulated_batch, simulated_judge, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"
@@ -122,11 +125,12 @@ def revision_closed(family: str, run1: dict, run2: dict) -> bool:
 PROG = "python -m pipelines.demo"
 
 
+@command_named(PROG)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="out/demo", help="Folder for the archive, the job outputs and the reports.")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--output-format", default="avro", choices=("avro", "jsonl", "parquet"))
+    parser.add_argument("--output-format", default="avro", choices=OUTPUT_FORMATS)
     parser.add_argument("--transcripts", type=Path, default=None,
                         help="transcript records to simulate from (default: the bundled CRD3 sample)")
     parser.add_argument("--candidates", type=int, default=None,
@@ -141,13 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     # writer at a time. A rerun replaces what an earlier demo wrote there, and only when it completes
     # (pipelines.demo_folder); any other folder that holds something is refused.
     inputs = {"--transcripts": str(args.transcripts)} if args.transcripts else {}
-    try:
-        folder = check_output_folder(args.output, inputs, [DEMO_MARK]).folder  # the root, glob characters, a file
-    except OutputFolderError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
+    folder = check_output_folder(args.output, inputs, [DEMO_MARK]).folder  # the root, glob characters, a file
     if folder_state(folder) == "not-empty" and not is_earlier_demo(folder):
-        raise SystemExit(f"{PROG}: --output {args.output!r} holds files that are not an earlier demo's; choose an "
-                         f"empty folder (the demo replaces only what it wrote itself)")
+        raise Refused(f"--output {args.output!r} holds files that are not an earlier demo's; choose an "
+                      f"empty folder (the demo replaces only what it wrote itself)")
     with claimed_output(PROG, args.output, inputs=inputs, writes=[DEMO_MARK], overwrite=False,
                         keep_contents=True) as claimed:
         return _replace_earlier_demo(args, beam_args, claimed)
@@ -169,14 +170,14 @@ def _replace_earlier_demo(args, beam_args: list[str], root: str) -> int:
     try:
         demo_folder.recover(root)
     except OSError as exc:
-        raise SystemExit(f"{PROG}: a demo killed in {root} left its earlier state aside, and it cannot go back "
-                         f"({exc}); move that out of the way and run the demo again") from None
+        raise Refused(f"a demo killed in {root} left its earlier state aside, and it cannot go back "
+                      f"({exc}); move that out of the way and run the demo again") from None
     foreign = demo_folder.not_the_demos(root)
     if foreign:
-        raise SystemExit(f"{PROG}: {os.path.join(root, foreign[0])}"
-                         + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
-                         + f" is not the demo's: move it out of {', '.join(demo_folder.OWN_FOLDERS)}, which a rerun "
-                         f"replaces (the demo never deletes what it did not write)")
+        raise Refused(f"{os.path.join(root, foreign[0])}"
+                      + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
+                      + f" is not the demo's: move it out of {', '.join(demo_folder.OWN_FOLDERS)}, which a rerun "
+                      f"replaces (the demo never deletes what it did not write)")
     previous = None
     try:
         try:
@@ -184,11 +185,11 @@ def _replace_earlier_demo(args, beam_args: list[str], root: str) -> int:
                 with signals_deferred():  # a signal meanwhile comes once ``previous`` is known
                     previous = demo_folder.set_aside(root)
         except FolderLockedError as exc:
-            raise SystemExit(f"{PROG}: {exc.folder} is being written by {exc.holder}; the demo replaces its "
-                             f"folders only when no command writes them") from None
+            raise Refused(f"{exc.folder} is being written by {exc.holder}; the demo replaces its "
+                          f"folders only when no command writes them") from None
         except OSError as exc:
-            raise SystemExit(f"{PROG}: the earlier demo in {root} cannot be set aside ({exc.strerror or exc}); "
-                             f"nothing moved") from None
+            raise Refused(f"the earlier demo in {root} cannot be set aside ({exc.strerror or exc}); "
+                          f"nothing moved") from None
         status, complete = _run(args, beam_args, Path(root))
     except BaseException:
         if previous is not None:
@@ -306,6 +307,3 @@ def _run(args, beam_args: list[str], root: Path) -> tuple[int, bool]:
         print("the revision loop did not close (see the refresh section of the reports)")
     return (0 if figures1.ok and figures2.ok and closed else 1), True
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -20,7 +20,8 @@ by construction.
    is gone; one it was given is empty, as the claim found it or ``--overwrite`` left it). Beam's
    tracebacks of the failed bundle are not printed (``runners.no_space``).
 
-Refusals end the command with one line on stderr ("PROG: why") and exit code 1, nothing written.
+Refusals raise :class:`domain.errors.Refused` (nothing written), which the command's entry point says in
+one line on stderr ("PROG: why") with exit code 1 (``pipelines.interruption.run_command``).
 The options side (one declared table per command, bounds checked before any work) is
 ``pipelines.options``.
 """
@@ -36,10 +37,11 @@ import orjson
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from domain.errors import NotariusError, Refused
 from domain.run_integrity import MANIFEST_NAME, ManifestError, listed_files
 from pipelines.interruption import Interruption, Terminated, interrupted, signal_came
 from runners.no_space import bundle_failures_unlogged_when_out_of_space, no_space_left
-from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, OutputFolderError, check_output_folder,
+from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, check_output_folder,
                               empty_output_folder, folder_state, is_local, list_files, locked_folder_above,
                               remove_entries, remove_temporary_entries)
 
@@ -57,9 +59,9 @@ def enclosing_run(folder: str) -> str | None:
     return None
 
 
-def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: FolderLock | None,
-              created: bool, keep_contents: bool) -> SystemExit:
-    """The one line of a command that ran out of room, once what it wrote is removed (never after its commit
+def _no_space(folder: str, path: str | None, committed: bool, lock: FolderLock | None,
+              created: bool, keep_contents: bool) -> Refused:
+    """What a command that ran out of room says, once what it wrote is removed (never after its commit
     record was written, never in a folder whose contents are the command's own business) and its lock
     released."""
     inside = path is not None and os.path.abspath(path).startswith(os.path.join(folder, ""))
@@ -70,9 +72,9 @@ def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: F
     if lock is not None:
         lock.release()
     if keep_contents:  # the demo: it has put back what it set aside
-        return SystemExit(f"{prog}: no space left on {where}; free some space and run it again")
+        return Refused(f"no space left on {where}; free some space and run it again")
     if committed:
-        return SystemExit(f"{prog}: no space left on {where} after the result was committed in {folder}")
+        return Refused(f"no space left on {where} after the result was committed in {folder}")
     if left:
         what = f"could not remove {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}"
     elif created and folder_state(folder) == "empty":
@@ -83,8 +85,8 @@ def _no_space(prog: str, folder: str, path: str | None, committed: bool, lock: F
             what = "what this command wrote there is removed"  # another command's lock file is in it now
     else:
         what = "what this command wrote there is removed"
-    said = f"{prog}: no space left on {where}: nothing committed" + ("" if where == folder else f" in {folder}")
-    return SystemExit(f"{said}, {what}; free some space and run it again")
+    said = f"no space left on {where}: nothing committed" + ("" if where == folder else f" in {folder}")
+    return Refused(f"{said}, {what}; free some space and run it again")
 
 
 def _create(folder: str) -> bool:
@@ -154,44 +156,37 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
     business (the demo, which replaces only what it wrote), neither refused nor removed."""
     if signal_came():  # a Ctrl-C as the command started whose raise a library swallowed: touch nothing
         raise KeyboardInterrupt
-    try:
-        target = check_output_folder(output, dict(inputs), writes)
-    except OutputFolderError as exc:
-        raise SystemExit(f"{prog}: {exc}") from None
+    target = check_output_folder(output, dict(inputs), writes)  # OutputFolderError: refused
     folder = target.folder
     run = enclosing_run(folder)
     if run is not None:
-        raise SystemExit(f"{prog}: --output {output!r} lies inside the committed folder {run} (it holds "
-                         f"{MANIFEST_NAME}): that folder would no longer verify; write outside it")
+        raise Refused(f"--output {output!r} lies inside the committed folder {run} (it holds "
+                      f"{MANIFEST_NAME}): that folder would no longer verify; write outside it")
     try:
         created = _create(folder)
     except OSError as exc:
-        raise SystemExit(f"{prog}: --output {output!r} cannot be created: {exc.strerror or exc}") from None
+        raise Refused(f"--output {output!r} cannot be created: {exc.strerror or exc}") from None
     lock = None
     try:
         if is_local(folder):
             try:
                 lock = FolderLock.acquire(folder, prog)
             except FolderLockedError as exc:
-                raise SystemExit(f"{prog}: --output {output!r} is in use: {exc}; one command writes a folder "
-                                 f"at a time") from None
+                raise Refused(f"--output {output!r} is in use: {exc}; one command writes a folder at a time") from None
             except OSError as exc:
-                raise SystemExit(f"{prog}: --output {output!r} cannot be written: {exc.strerror or exc}") from None
+                raise Refused(f"--output {output!r} cannot be written: {exc.strerror or exc}") from None
             above = locked_folder_above(folder)  # after taking ours: of two such commands, one sees the other
             if above is not None:
-                raise SystemExit(f"{prog}: --output {output!r} lies inside {above.folder}, which is being written "
-                                 f"by {above.holder}; one command writes a folder at a time") from None
+                raise Refused(f"--output {output!r} lies inside {above.folder}, which is being written "
+                              f"by {above.holder}; one command writes a folder at a time") from None
         if not keep_contents:
             earlier = committed_files(folder) if overwrite and folder_state(folder) == "not-empty" else None
             extra = not_written(folder, earlier) if earlier is not None else []
-            try:
-                empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
-            except OutputFolderError as exc:
-                raise SystemExit(f"{prog}: {exc}") from None
+            empty_output_folder(output, target, overwrite=overwrite, remove_first=remove_first)
             if extra:
                 print(f"{prog}: --overwrite also removed what the earlier run in {folder} had not written: "
                       f"{named_briefly(extra)}", file=sys.stderr)
-    except SystemExit:
+    except NotariusError:
         if lock is not None:
             lock.release()
         if created and folder_state(folder) == "empty":
@@ -220,27 +215,27 @@ def claimed_output(prog: str, output: str, *, inputs: Mapping[str, str | Sequenc
         committed = commit_record is not None and FileSystems.exists(FileSystems.join(folder, commit_record))
         remove_temporary_entries(folder)
         held, lock = lock, None  # released once what the command wrote is removed
-        raise _no_space(prog, folder, path, committed, held, created, keep_contents) from None
+        raise _no_space(folder, path, committed, held, created, keep_contents) from None
     finally:
         remove_temporary_entries(folder)
         if lock is not None:
             lock.release()
 
 
-def file_to_write(prog: str, flag: str, path: str) -> str:
+def file_to_write(flag: str, path: str) -> str:
     """A file a command is about to write (a report, a figures file): a path naming a folder is refused,
-    and its folder is created; a mistake ends the command with one line."""
+    and its folder is created; a mistake is refused (:class:`Refused`)."""
     if not is_local(path):
         return path
     if os.path.isdir(path):
-        raise SystemExit(f"{prog}: {flag} {path!r} is a folder; name the file to write")
+        raise Refused(f"{flag} {path!r} is a folder; name the file to write")
     parent = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
-        raise SystemExit(f"{prog}: {flag} {path!r}: its folder cannot be created ({exc.strerror or exc})") from None
+        raise Refused(f"{flag} {path!r}: its folder cannot be created ({exc.strerror or exc})") from None
     if not os.access(parent, os.W_OK):
-        raise SystemExit(f"{prog}: {flag} {path!r}: its folder is not writable")
+        raise Refused(f"{flag} {path!r}: its folder is not writable")
     return path
 
 

@@ -1,4 +1,10 @@
-"""Ctrl-C (SIGINT) and SIGTERM end any command with one line and a shell's exit code, never a traceback.
+"""How a command ends: Ctrl-C (SIGINT) and SIGTERM, and an error of ours, end it with one line and a shell's
+exit code, never a traceback.
+
+``run_command`` is the one place that turns what ended a command into its line and exit code: a signal
+(130, 143), a full disk, and every :class:`domain.errors.NotariusError` that library code raised
+(``PROG: what is wrong``, exit 1; ``command_named`` marks the function that runs a command, so an error
+is said in that command's name wherever it was started from: the console script, the demo, the report).
 
 Beam-free on purpose: an interruption can land while Beam is still being imported, and reporting it
 must not import Beam again (a half-imported module fails on its next import). A command that holds an
@@ -8,14 +14,16 @@ that writes no folder, only the interruption is said.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
+from domain.errors import NotariusError
 from runners.no_space import no_space_left
 
 INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
@@ -174,8 +182,42 @@ def signals_deferred() -> Iterator[None]:
                 os.kill(os.getpid(), signum)  # SIG_DFL: end as the signal ends the process
 
 
+Function = TypeVar("Function", bound=Callable)
+
+
+def command_named(prog: str) -> Callable[[Function], Function]:
+    """Marks the function that runs the command ``prog``: an error of ours that ends it is said in that
+    command's name (the first such mark it leaves wins: a command run by another keeps its own name)."""
+
+    def mark(function: Function) -> Function:
+        @functools.wraps(function)
+        def named(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except NotariusError as error:
+                if error.prog is None:
+                    error.prog = prog
+                raise
+
+        return named  # type: ignore[return-value]
+
+    return mark
+
+
+def ended_by(error: NotariusError, prog: str) -> SystemExit:
+    """The exit of the command ``prog`` that ``error`` ended: its one line on stderr and its exit code."""
+    line = error.line(prog)
+    if line is None:
+        return SystemExit(error.exit_code)
+    if error.exit_code == 1:
+        return SystemExit(line)  # Python prints it on stderr and exits with 1
+    print(line, file=sys.stderr)
+    return SystemExit(error.exit_code)
+
+
 def run_command(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """``main(argv)``, with Ctrl-C or SIGTERM (outside a held folder), and a full disk, reported in one line."""
+    """``main(argv)``, with Ctrl-C or SIGTERM (outside a held folder), an error of ours, and a full disk, reported in
+    one line: the console entry point of every command."""
     try:
         with Interruption() as interruption:
             return main(argv)
@@ -184,6 +226,8 @@ def run_command(prog: str, main: Callable[[Sequence[str] | None], int], argv: Se
     except BaseException as error:
         if interruption.seen:  # a signal that Beam turned into another exception
             raise interrupted(prog, None, terminated=interruption.terminated) from None
+        if isinstance(error, NotariusError):
+            raise ended_by(error, prog) from None
         ran_out, path = no_space_left(error)
         if ran_out and not isinstance(error, SystemExit):  # a command that holds no folder (the report)
             raise SystemExit(f"{prog}: no space left on {path or 'the disk it writes to'}") from None

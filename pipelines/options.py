@@ -18,19 +18,30 @@ from typing import Any, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
+from domain.errors import NotariusError
 from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
 from runners.job_service import (DEFAULT_WAIT_S, JOB_SERVER_RUNNERS, JobServiceUnreachable, external_job_endpoint,
                                  wait_for_job_service)
-from transforms.files import is_local, literal_pattern, matching_files
+from transforms.files import OUTPUT_FORMATS, is_local, literal_pattern, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # The largest integer any output (Avro long, the manifest's JSON through orjson) can hold.
 INT64_MAX = 2**63 - 1
 
 
-class OptionsError(ValueError):
+class OptionsError(NotariusError, ValueError):
     """A command line the job refuses; its text is the one line shown to the operator."""
+
+
+class HelpShown(NotariusError):
+    """``--help`` was answered: its text is printed, and the command ends there, exit 0, with nothing more
+    said (as argparse ends, but through the command's entry point: ``pipelines.interruption.run_command``)."""
+
+    exit_code = 0
+
+    def line(self, prog: str) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -66,7 +77,7 @@ JOB_OPTIONS: tuple[JobOption, ...] = (
     JobOption("--prior-registries", "Optional glob of canonical registry artifacts from an earlier run (JSON Lines, "
                                     "Avro or Parquet); their names count for occurrence membership."),
     JobOption("--output-format", "Format of the part-* files (default avro).", default="avro",
-              choices=("avro", "jsonl", "parquet")),
+              choices=OUTPUT_FORMATS),
     JobOption("--max-attempts", "Producer attempts per slot before it is exhausted (default 3).", default=3,
               type=int, minimum=1, maximum=MAX_ATTEMPT_NUMBER),
     JobOption("--families", "Comma-separated family keys to process; others are counted as filtered."),
@@ -346,22 +357,20 @@ def command_parser(prog: str, description: str, table: Sequence[JobOption]) -> a
 
 def parse_command(prog: str, description: str, table: Sequence[JobOption], argv: Sequence[str],
                   known_only: bool = False):
-    """Parse and check a subcommand's flags; an operator mistake ends it with one line ("PROG: why"), exit 1.
+    """Parse and check a subcommand's flags; an operator mistake is an OptionsError (its line: "PROG: why"),
+    ``--help`` prints the help and raises HelpShown.
 
     ``known_only``: return (values, the arguments left for Beam) instead of refusing them."""
     parser = command_parser(prog, description, table)
     if wants_help(argv):
         parser.print_help()
-        raise SystemExit(0)
-    try:
-        refuse_repeated(argv, table)
-        if known_only:
-            values, rest = parser.parse_known_args(list(argv))
-        else:
-            values, rest = parser.parse_args(list(argv)), []
-        check_option_values(values, table)
-    except OptionsError as exc:
-        raise SystemExit(f"{prog}: {exc}") from None
+        raise HelpShown()
+    refuse_repeated(argv, table)
+    if known_only:
+        values, rest = parser.parse_known_args(list(argv))
+    else:
+        values, rest = parser.parse_args(list(argv)), []
+    check_option_values(values, table)
     return (values, rest) if known_only else values
 
 
@@ -369,19 +378,17 @@ def beam_options(prog: str, beam_args: Sequence[str], job_flags: Sequence[str], 
                  preflight=None) -> PipelineOptions:
     """A Beam subcommand's pipeline options: the arguments its own parser left must be Beam's (an unknown
     flag stops it; with a job-server runner, one that is not a near miss of ``job_flags`` is passed on,
-    and said); ``preflight()`` runs in the same one-line refusal; no --runner: ``default_runner``."""
+    and said); ``preflight()`` runs before the job server is waited for; no --runner: ``default_runner``.
+    A mistake is an OptionsError."""
     options = PipelineOptions(list(beam_args))
     standard = options.view_as(StandardOptions)
-    try:
-        # What is neither a flag of the command nor a Beam option would otherwise be dropped by Beam without a word.
-        passed_on = check_arguments(beam_args, standard.runner, job_flags=job_flags)
-        refuse_repeated(beam_args, JOB_SERVICE_OPTIONS)
-        check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
-        if preflight is not None:
-            preflight()
-        reachable_job_service(options)  # last: the only check that may take a while
-    except OptionsError as exc:
-        raise SystemExit(f"{prog}: {exc}") from None
+    # What is neither a flag of the command nor a Beam option would otherwise be dropped by Beam without a word.
+    passed_on = check_arguments(beam_args, standard.runner, job_flags=job_flags)
+    refuse_repeated(beam_args, JOB_SERVICE_OPTIONS)
+    check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
+    if preflight is not None:
+        preflight()
+    reachable_job_service(options)  # last: the only check that may take a while
     if passed_on:
         print(f"{prog}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
     if not standard.runner:

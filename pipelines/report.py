@@ -21,6 +21,11 @@ same bytes (no timestamps).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.report`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.report")
+
 import os
 import sys
 from pathlib import Path
@@ -30,8 +35,7 @@ import orjson
 
 from analysis.run_summary import RunSummary
 from domain.manifest import refresh_reasons
-from pipelines.interruption import run_command
-from runners.collector import freeze_for_exit
+from pipelines.interruption import command_named
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.html_page import CSP, STYLE, bars, e, figure, legend, section, stacked_bars, verdict  # noqa: F401
@@ -42,7 +46,7 @@ from pipelines.cost_page import report_cost_section
 from pipelines.options import PRICES_OPTION, JobOption, OptionsError, parse_command, read_prices
 from pipelines.run_cost import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TARGET, RunCost, Target, cost_lines, run_cost
 from pipelines.retry_economy import RunFigures, load_figures, percent, summary_lines
-from pipelines.truth import TruthFileError, ground_truth
+from pipelines.truth import ground_truth
 
 SLOT_OUTCOMES = (  # outcome, colour, meaning
     ("accepted", "#2e7d32", "one canonical artifact"),
@@ -549,26 +553,18 @@ def baseline_comparison(baseline: str, output: str, folder: str) -> tuple[dict, 
                 document = orjson.loads(handle.read())
             if {run: document["runs"][run]["folder"] for run in wanted} == wanted:
                 return document, folder
-        raise SystemExit(f"{PROG}: --comparison {folder!r} holds something other than the comparison of "
-                         f"{baseline} with {output}; name an empty folder")
+        raise OptionsError(f"--comparison {folder!r} holds something other than the comparison of "
+                           f"{baseline} with {output}; name an empty folder")
     return compare.compare([baseline, output, "--output", folder])
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], REPORT_OPTIONS, list(argv) if argv is not None else sys.argv[1:])
-    html = file_to_write(PROG, "--html", args.html or join_path(args.output, "report.html"))
-    try:  # before any work: a prices file that is not one ends the command in one line, as export-batch's
-        prices = read_prices(args.prices) if args.prices else None
-    except OptionsError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
-    try:
-        figures = load_figures(args.output, ground_truth(args.truth))
-    except SystemExit as refused:  # a folder that does not verify: one line, named for this command
-        if isinstance(refused.code, str):
-            raise SystemExit(f"{PROG}: {refused.code}") from None
-        raise
-    except TruthFileError as refused:
-        raise SystemExit(f"{PROG}: {refused}") from None
+    html = file_to_write("--html", args.html or join_path(args.output, "report.html"))
+    # Before any work: a prices file that is not one ends the command in one line, as export-batch's.
+    prices = read_prices(args.prices) if args.prices else None
+    figures = load_figures(args.output, ground_truth(args.truth))  # a run that does not verify, a truth that is not one
     for line in summary_lines(figures):
         print(line)
     cost = figures_cost(figures, prices, args.prices, Target(args.provider, args.model, args.max_output_tokens))
@@ -595,6 +591,3 @@ def figures_cost(figures: RunFigures, prices: PriceTable | None, prices_file: st
         print(f"{prog}: {unpriced}", file=sys.stderr)
     return cost
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -8,21 +8,17 @@ not hold - never because candidates were rejected.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.reprocess`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.reprocess")
+
+import functools
 import sys
+from dataclasses import dataclass
+from typing import Sequence
 
-# What the multi-processing workers import before their first request (runners.warm_workers).
-WORKER_PRELOAD = ("pipelines.reprocess",)
-if __name__ == "__main__":
-    # Before the imports below (about a second): a two-worker run's zygote imports meanwhile.
-    from runners.warm_workers import start_early
-
-    start_early(sys.argv[1:], WORKER_PRELOAD)
-
-import functools  # noqa: E402 - after the zygote's start, on purpose
-from dataclasses import dataclass  # noqa: E402
-from typing import Sequence  # noqa: E402
-
-import apache_beam as beam  # noqa: E402
+import apache_beam as beam
 import orjson
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -33,9 +29,9 @@ from domain.assets import (
     VERDICT_INPUT_SCHEMA,
     durable_avro_schema_path,
     input_field_shape,
-    load_json_asset,
 )
 from domain.counters import OUTCOMES
+from domain.errors import Refused
 from domain.families import FAMILIES
 from domain.manifest import build_manifest, refresh_reasons
 from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
@@ -44,14 +40,14 @@ from domain.reprocess import (INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TR
                               RunConfig, process_source_groups)
 from domain.run_integrity import (ARTIFACTS, CONSERVATION_BLOCKS, FILES_KEY, MANIFEST_NAME, NON_ARTIFACT_OUTPUTS, OutputFile, artifact_output,
                                   files_block, relative_path)
+from pipelines.entry import WORKER_PRELOAD
 from pipelines.guards import claimed_output, command_as_typed
-from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, JobServiceOptions, OptionsError,
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, HelpShown, JobServiceOptions,
                                ReprocessOptions, check_arguments, check_option_values, check_values, help_text,
                                parse_families, parse_judges, reachable_job_service, refuse_repeated, required_files,
                                wants_help)
-from pipelines.interruption import run_command
+from pipelines.interruption import command_named
 from runners import errors as runner_errors
-from runners.collector import freeze_for_exit
 from runners.flink_jobs import no_job_left_running
 from runners.warm_workers import runner_with_warm_workers
 from runners.workarounds import send_stage_inputs_whole
@@ -60,8 +56,7 @@ from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.resolve import KeyThroughIndex
 from transforms.files import SUFFIX_FORMATS, format_of
-from domain.schemas import arrow_schema_path
-from transforms.write import OutputSpec, WriteOutputs, arrow_schema, join_path, write_json_document
+from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_document, writer_schema
 
 # In-process Fn API runner: the DirectRunner's engine, without Beam 2.77's
 # attempt to download a Prism binary first (this job runs offline too).
@@ -72,15 +67,6 @@ OUTPUT_SCHEMAS = {
     "evaluations": "outputs/evaluation.v1.avsc",
     "dead_letters": "outputs/dead_letter.v1.avsc",
 }
-
-
-def writer_schema(fmt: str, avro_path: str):
-    """What the writer of ``fmt`` needs: the Avro schema, the Arrow schema derived from it, or nothing."""
-    if fmt == "avro":
-        return load_json_asset(avro_path)
-    if fmt == "parquet":
-        return arrow_schema(load_json_asset(arrow_schema_path(avro_path)))
-    return None
 
 
 @dataclass(frozen=True)
@@ -213,24 +199,22 @@ PROG = "notarius-reprocess"
 
 
 def preflight(argv: Sequence[str]) -> PipelineOptions:
-    """Every option and input refused before any work starts (the output folder: ``output_claim``)."""
+    """Every option and input refused (OptionsError) before any work starts (the output folder:
+    ``output_claim``); ``--help`` prints the options and raises HelpShown."""
     if wants_help(argv):
         print(help_text(PROG))
-        raise SystemExit(0)
-    try:
-        refuse_repeated(argv, (*JOB_OPTIONS, *JOB_SERVICE_OPTIONS))
-        options = PipelineOptions(list(argv))
-        passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
-        opts = options.view_as(ReprocessOptions)
-        check_values(opts)
-        check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
-        for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
-                              ("--prior-registries", opts.prior_registries), ("--verdicts", opts.verdicts)):
-            if pattern is not None:  # the optional inputs, given, must match files like the others
-                required_files(flag, pattern)
-        reachable_job_service(options)  # last: the only check that may take a while
-    except OptionsError as exc:
-        raise SystemExit(f"{PROG}: {exc}") from None
+        raise HelpShown()
+    refuse_repeated(argv, (*JOB_OPTIONS, *JOB_SERVICE_OPTIONS))
+    options = PipelineOptions(list(argv))
+    passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
+    opts = options.view_as(ReprocessOptions)
+    check_values(opts)
+    check_option_values(options.view_as(JobServiceOptions), JOB_SERVICE_OPTIONS)
+    for flag, pattern in (("--transcripts", opts.transcripts), ("--candidates", opts.candidates),
+                          ("--prior-registries", opts.prior_registries), ("--verdicts", opts.verdicts)):
+        if pattern is not None:  # the optional inputs, given, must match files like the others
+            required_files(flag, pattern)
+    reachable_job_service(options)  # last: the only check that may take a while
     if passed_on:
         print(f"{PROG}: passing {', '.join(passed_on)} on to the runner's job server", file=sys.stderr)
     return options
@@ -245,6 +229,7 @@ def output_claim(opts: ReprocessOptions):
                           remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME)
 
 
+@command_named(PROG)
 def run(argv: Sequence[str] | None = None) -> dict:
     """Run the job and return its manifest."""
     argv = list(argv) if argv is not None else sys.argv[1:]
@@ -267,7 +252,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
             hint = runner_errors.explain(error)
             if hint is None:
                 raise
-            raise SystemExit(f"{hint}\n\nThe runner's error: {str(error)[:2000]}") from error
+            raise Refused(f"{hint}\n\nThe runner's error: {str(error)[:2000]}", names_the_command=False) from error
         finally:
             if zygote is not None:
                 zygote.close()
@@ -364,6 +349,7 @@ def dead_letter_reasons(manifest: dict) -> dict[str, dict[str, int]]:
     return reasons
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv) if argv is not None else sys.argv[1:]
     manifest = run(argv)
@@ -374,6 +360,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     holds = all(manifest[block]["holds"] for block, *_ in CONSERVATION_BLOCKS)
     return 0 if holds else 2
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

@@ -27,6 +27,11 @@ The figures take the ground truth as a value, with the words its producer counts
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.retry_economy`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.retry_economy")
+
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +50,7 @@ from analysis.retry_economy import (
 )
 from analysis.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows
-from pipelines.interruption import run_command
-from runners.collector import freeze_for_exit
+from pipelines.interruption import command_named
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
@@ -241,24 +245,15 @@ RETRY_ECONOMY_OPTIONS = (
 )
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_command(PROG, __doc__.split("\n")[0], RETRY_ECONOMY_OPTIONS,
                          list(argv) if argv is not None else sys.argv[1:])
-    target = Path(file_to_write(PROG, "--json", args.json or str(Path(args.output) / "retry_economy.json")))
-    try:
-        figures = load_figures(Path(args.output), ground_truth(args.truth))
-    except SystemExit as refused:  # a folder that does not verify: one line, named for this command
-        if isinstance(refused.code, str):
-            raise SystemExit(f"{PROG}: {refused.code}") from None
-        raise
-    except TruthFileError as refused:
-        raise SystemExit(f"{PROG}: {refused}") from None
+    target = Path(file_to_write("--json", args.json or str(Path(args.output) / "retry_economy.json")))
+    figures = load_figures(Path(args.output), ground_truth(args.truth))  # a run that does not verify, a truth that is not one
     for line in summary_lines(figures):
         print(line)
     write_json(figures, target)
     print(f"figures: {target}")
     return 0 if figures.ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command(PROG, main)))

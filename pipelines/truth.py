@@ -23,10 +23,11 @@ import orjson
 
 from analysis.retry_economy import (DefectVocabulary, TruthRow, is_vocabulary_record, parse_truth_row,
                                     parse_vocabulary_record)
+from domain.errors import NotariusError
 from pipelines.outputs import open_input
 
 
-class TruthFileError(ValueError):
+class TruthFileError(NotariusError, ValueError):
     """A ``--truth`` file that cannot be read as ground truth; the message is one line naming the file."""
 
 

@@ -12,10 +12,14 @@ comparison is ``domain.run_integrity.verify_run``; this is the wiring
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m pipelines.verify`: its first steps, then this module imported as itself
+    from pipelines.entry import run_module
+
+    run_module("pipelines.verify")
+
 import argparse
 import os
 import stat
-import sys
 from typing import Any, Sequence
 
 import orjson
@@ -26,12 +30,14 @@ from analysis.compare import (COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, PAGES_FO
                               document_facts, is_page_name)
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
+from domain.errors import NotariusError
 from pipelines.guards import command_as_typed
-from pipelines.interruption import run_command
+from pipelines.interruption import command_named
 from transforms.write import join_path
-from runners.collector import freeze_for_exit
 from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
 
+
+PROG = "notarius-reprocess verify"
 
 # The one rule for what verify reads (a run's or a comparison's folder, its manifest included): a plain file.
 NOT_A_PLAIN_FILE = "not a regular file (a link, a pipe or a device): the job writes plain files"
@@ -120,12 +126,16 @@ def verify_folder(output: str) -> Verdict:
     return _verdict_and_manifest(output)[0]
 
 
+class NotVerified(NotariusError):
+    """A run folder a command reads does not verify; the text names the first problem and how to see them all."""
+
+
 def require_verified(output) -> dict:
-    """For the commands that read a run folder: refuse one that does not verify, with the reason;
-    returns the manifest it verified (read once: what was verified is what the caller reads)."""
+    """For the commands that read a run folder: refuse one that does not verify, with the reason
+    (NotVerified); returns the manifest it verified (read once: what was verified is what the caller reads)."""
     verdict, manifest = _verdict_and_manifest(str(output))
     if not verdict.ok:
-        raise SystemExit(f"{output} does not verify ({verdict.problems[0]}"
+        raise NotVerified(f"{output} does not verify ({verdict.problems[0]}"
                          + (f"; and {len(verdict.problems) - 1} more" if len(verdict.problems) > 1 else "")
                          + f"); see: {command_as_typed('verify')} {output}")
     return manifest
@@ -191,8 +201,9 @@ def comparison_verdict(output: str) -> Verdict | None:
     return Verdict(files, problems)
 
 
+@command_named(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="notarius-reprocess verify", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("folder", help="the job's output folder (--output of the run)")
     args = parser.parse_args(argv)
     verdict = comparison_verdict(args.folder) or verify_folder(args.folder)
@@ -201,6 +212,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.folder}: {verdict.summary()}")
     return 0 if verdict.ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(freeze_for_exit(run_command("notarius-reprocess verify", main)))

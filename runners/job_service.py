@@ -11,6 +11,8 @@ So a command waits for the job server itself, before it touches its output folde
 
 from __future__ import annotations
 
+from domain.errors import NotariusError
+
 # Runners that submit through a job server: with --job_endpoint, Beam waits for it (runners above);
 # without, they start one of their own (or refuse, PortableRunner).
 JOB_SERVER_RUNNERS = ("PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
@@ -19,7 +21,7 @@ DEFAULT_WAIT_S = 30.0
 EMBEDDED_ENDPOINT = "embed"
 
 
-class JobServiceUnreachable(Exception):
+class JobServiceUnreachable(NotariusError):
     """No job server answered at the endpoint within the wait; the text names both."""
 
 

@@ -64,7 +64,7 @@ def run_beam_worker() -> int:
 
     fall_silent_when_out_of_space()  # the runner says a full disk in one line, not each worker its traceback
     # A worker logs through the runner's logging service, as a cold one does, and the runner shows what failed
-    # (pipelines/__init__.py); the handler forked from the zygote would print every INFO line on the shared stderr.
+    # (pipelines/entry.py); the handler forked from the zygote would print every INFO line on the shared stderr.
     quiet_root = logging.getLogger()
     for handler in list(quiet_root.handlers):
         quiet_root.removeHandler(handler)
@@ -101,6 +101,8 @@ class Zygote:
 
 def start_zygote(preload: tuple[str, ...], entry: str = DEFAULT_ENTRY, python: str = sys.executable) -> Zygote:
     """Start a zygote that imports ``preload`` (and ``entry``'s module) now and forks a worker per request.
+    A ``"module:function"`` in ``preload`` is imported and its function called, in turn: a step the zygote
+    takes before the next import (a command's quieting of Beam's log notices, before Beam is imported).
 
     The listening socket is bound here, before the zygote runs, so a worker
     launched while the zygote still imports waits in the socket's backlog
@@ -267,7 +269,10 @@ def serve(listener_fd: int, entry: str, preload: list[str]) -> int:
     listener = socket.socket(fileno=listener_fd)
     module_name, _, function_name = entry.partition(":")
     for name in (*preload, module_name):
-        importlib.import_module(name)
+        module_part, _, step = name.partition(":")
+        imported = importlib.import_module(module_part)
+        if step:
+            getattr(imported, step)()
     function = getattr(sys.modules[module_name], function_name)
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:  # exits: every client falls back to Beam's command

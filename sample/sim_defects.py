@@ -127,8 +127,17 @@ REASON_CODES: dict[DefectKind, tuple[str, ...]] = {
     K.TRUNCATED_JSON: ("invalid_json",),
 }
 
+class KindRates:
+    """Injection probabilities with one field per defect kind, named by the kind's value."""
+
+    __slots__ = ()
+
+    def rate(self, kind: StrEnum) -> float:
+        return getattr(self, kind.value)
+
+
 @dataclass(frozen=True, slots=True)
-class DefectRates:
+class DefectRates(KindRates):
     """Per-candidate injection probabilities (first attempts; see module doc)."""
     reversed_endpoints: float = 0.08
     reversed_endpoints_renumbered: float = 0.30
@@ -155,9 +164,6 @@ class DefectRates:
     multiple_defects: float = 0.03
     # per source: a run of extraction chunks renumbered so ids fall with position
     renumbered_source: float = 0.25
-
-    def rate(self, kind: DefectKind) -> float:
-        return getattr(self, kind.value)
 
 
 @dataclass(frozen=True, slots=True)

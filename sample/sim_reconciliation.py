@@ -31,7 +31,7 @@ from enum import StrEnum
 import orjson
 
 from domain.families.base import ROLE_RECONCILIATION
-from sample.sim_defects import DECLARED, AttemptModel, DefectKind
+from sample.sim_defects import DECLARED, AttemptModel, DefectKind, KindRates
 from sample.sim_records import BLANKS, INVENTED_NAMES, NON_BMP, Defect, fold
 
 SOURCE_CHUNK = "*"
@@ -59,15 +59,12 @@ BLOCKING = frozenset({*SEMANTIC, DefectKind.TRUNCATED_JSON})
 RECONCILIATION_REASON_CODES: dict[ReconciliationDefect, tuple[str, ...]] = {kind: (kind.value,) for kind in R}
 
 @dataclass(frozen=True, slots=True)
-class ReconciliationRates:
+class ReconciliationRates(KindRates):
     """First-attempt probabilities of the proposal defects (byte-level kinds use `DefectRates`)."""
     unknown_label: float = 0.04
     unassigned_entry: float = 0.04
     entry_in_several_entities: float = 0.04
     name_conflict: float = 0.03
-
-    def rate(self, kind: ReconciliationDefect) -> float:
-        return getattr(self, kind.value)
 
 
 # ------------------------------------------------------------------ the listed entries

@@ -54,7 +54,9 @@ class _FillingFile:
 
 
 def _inject(room: int) -> None:
-    import pipelines  # noqa: F401 - first, as under -m: it drops a notice Beam logs at import
+    from pipelines.entry import quiet_beam_notices
+
+    quiet_beam_notices()  # first, as a command's entry does: it drops a notice Beam logs at import
 
     from apache_beam.io import localfilesystem
 

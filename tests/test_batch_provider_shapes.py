@@ -175,7 +175,10 @@ def _transcript():
 def _request(family: str, chunk_id: str, kind: str = "retry") -> RetryRequest:
     fp = "sha256:" + "0" * 64
     guidance = "" if kind == "refresh" else "Your previous response could not be accepted."
-    return RetryRequest("r-" + family, family, "crd3:T", chunk_id, "c-1", 2, guidance, fp, fp, fp, kind)
+    return RetryRequest(request_id="r-" + family, kind=kind, family=family, source_id="crd3:T", chunk_id=chunk_id,
+                        candidate_id="c-1", attempt=2, correction_guidance=guidance, prompt_fingerprint=fp,
+                        schema_fingerprint=fp, validator_policy_fingerprint=fp, input_fingerprint=None,
+                        candidate_sha256=None, judge=None, judge_fingerprint=None)
 
 
 def _entries():

@@ -87,6 +87,6 @@ def test_the_console_script_freezes_before_the_process_ends(fresh_policy, monkey
     from pipelines import cli
 
     gc.unfreeze()
-    monkeypatch.setattr(cli, "main", lambda: 2)
+    monkeypatch.setattr(cli, "main", lambda argv: 2)
     assert cli.console_main() == 2
     assert gc.get_freeze_count() > 0

@@ -24,6 +24,7 @@ from domain.run_integrity import verify_run
 from pipelines import report
 from pipelines.compare import cost_summary_lines
 from pipelines.cost_page import comparison_cost_section
+from pipelines.options import OptionsError
 from pipelines.run_cost import Target, comparison_cost, cost_lines, run_cost
 from test_report import write_job
 from test_retry_economy import MAX_ATTEMPTS, PLAN, hand_run, transcript_record
@@ -296,9 +297,10 @@ def test_a_prices_file_that_is_not_one_ends_the_report_in_one_line(billed_job, t
     job, _ = billed_job
     bad = tmp_path / "prices.json"
     bad.write_text('{"models": {"hand/hand-1": {"input_per_million": -1}}}')
-    with pytest.raises(SystemExit) as refused:
+    with pytest.raises(OptionsError) as refused:
         report.main(["--output", str(job), "--prices", str(bad), "--html", str(tmp_path / "r.html")])
-    assert str(refused.value).startswith("python -m pipelines.report: --prices ") and "\n" not in str(refused.value)
+    line = refused.value.line("another command")  # what the report says: named for it
+    assert line.startswith("python -m pipelines.report: --prices ") and "\n" not in line
     assert not (tmp_path / "r.html").exists()
 
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.errors import NotariusError
 from pipelines import demo, demo_folder
 from domain.assets import current_fingerprints
 from pipelines.outputs import read_manifest, read_rows
@@ -286,7 +287,7 @@ def test_the_demo_refuses_to_replace_its_folders_while_they_hold_the_users_files
     (folder / "backfill" / "results").mkdir()
     (folder / "backfill" / "results" / "output-1.jsonl").write_text("the provider's answers")
     before = tree(folder)
-    with pytest.raises(SystemExit, match=r"demo/backfill/results/ is not the demo's: move it out of run1, backfill"):
+    with pytest.raises(NotariusError, match=r"demo/backfill/results/ is not the demo's: move it out of run1, backfill"):
         demo.main(["--output", str(folder)])
     assert tree(folder) == before
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 import flink_support
+from domain.errors import NotariusError
 from runners import errors as runner_errors
 
 fjs = flink_support._fetch
@@ -153,9 +154,10 @@ def _run_failing_with(monkeypatch, tmp_path, error: Exception):
 
 
 def test_job_fails_naming_the_setting_when_flink_lacks_network_buffers(monkeypatch, tmp_path):
-    with pytest.raises(SystemExit, match="taskmanager.memory.network.min") as raised:
+    with pytest.raises(NotariusError, match="taskmanager.memory.network.min") as raised:
         _run_failing_with(monkeypatch, tmp_path, RuntimeError(FLINK_NETWORK_ERROR))
     assert "Insufficient number of network buffers" in str(raised.value)  # Flink's own words kept
+    assert raised.value.line("notarius-reprocess") == str(raised.value)  # said as it is, as before
 
 
 def test_job_reraises_other_runner_failures_unchanged(monkeypatch, tmp_path):

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.errors import NotariusError
 from fixture_archive import write_archive
 from pipelines import reprocess, verify
 from pipelines.guards import claimed_output
@@ -55,7 +56,7 @@ def test_overwrite_through_a_link_to_the_inputs_deletes_nothing(archive, tmp_pat
     before = tree(folder)
     link = tmp_path / "link"
     link.symlink_to(folder)
-    with pytest.raises(SystemExit, match="holds input files of --candidates"):
+    with pytest.raises(NotariusError, match="holds input files of --candidates"):
         reprocess.run(job_argv(archive, link, "--overwrite"))
     assert tree(folder) == before
 
@@ -66,7 +67,7 @@ def test_inputs_read_through_a_link_may_not_reach_the_output(archive, tmp_path):
     alink.symlink_to(folder)
     argv = ["--transcripts", str(alink / "**"), "--candidates", archive["candidates"],
             "--output", str(folder / "out1")]
-    with pytest.raises(SystemExit, match="within reach of --transcripts"):
+    with pytest.raises(NotariusError, match="within reach of --transcripts"):
         reprocess.run(argv)
     assert not (folder / "out1").exists()
 
@@ -77,7 +78,7 @@ def test_a_link_to_an_earlier_run_is_not_emptied_through(archive, tmp_path):
     (run / "keep.txt").write_text("an earlier run")
     link = tmp_path / "runlink"
     link.symlink_to(run)
-    with pytest.raises(SystemExit, match="never deletes through a link"):
+    with pytest.raises(NotariusError, match="never deletes through a link"):
         reprocess.run(job_argv(archive, link, "--overwrite"))
     assert (run / "keep.txt").read_text() == "an earlier run"
 
@@ -153,7 +154,7 @@ def test_a_second_claim_on_a_folder_is_refused(tmp_path):
     out = tmp_path / "out"
     with claimed_output("first", str(out), inputs={}, writes=[], overwrite=False) as folder:
         assert os.path.exists(os.path.join(folder, LOCK_NAME))
-        with pytest.raises(SystemExit, match="is in use: .* is being written by first"):
+        with pytest.raises(NotariusError, match="is in use: .* is being written by first"):
             with claimed_output("second", str(out), inputs={}, writes=[], overwrite=True):
                 pass
     assert not os.path.exists(out / LOCK_NAME)
@@ -209,7 +210,7 @@ def test_an_output_that_cannot_be_created_is_refused_before_any_work(archive, tm
 
 
 def test_a_folder_given_as_candidates_is_refused(archive, tmp_path):
-    with pytest.raises(SystemExit, match="names a folder; give a pattern of its files"):
+    with pytest.raises(NotariusError, match="names a folder; give a pattern of its files"):
         reprocess.run(["--transcripts", archive["transcripts"], "--candidates", str(tmp_path / "archive"),
                        "--output", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
@@ -225,7 +226,7 @@ def test_a_folder_given_as_candidates_is_refused(archive, tmp_path):
     (["--progress-seconds", "inf"], "--progress-seconds must be a finite number"),
 ])
 def test_numbers_beyond_what_the_outputs_hold_are_refused(archive, tmp_path, extra, message):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(NotariusError, match=message):
         reprocess.run(job_argv(archive, tmp_path / "out", *extra))
     assert not (tmp_path / "out").exists()
 
@@ -305,9 +306,9 @@ def test_export_into_a_run_folder_is_refused_and_the_run_still_verifies(finished
     before = tree(run)
     from pipelines import batch_export
 
-    with pytest.raises(SystemExit, match="holds input files of --re"):
+    with pytest.raises(NotariusError, match="holds input files of --re"):
         batch_export.run(export_argv(run, finished_run["archive"], run))
-    with pytest.raises(SystemExit, match="holds input files of --re"):
+    with pytest.raises(NotariusError, match="holds input files of --re"):
         batch_export.run(export_argv(run, finished_run["archive"], run, "--overwrite"))
     assert tree(run) == before and verify.verify_folder(str(run)).ok
 
@@ -329,7 +330,7 @@ def test_export_twice_into_one_folder_needs_overwrite(finished_run):
 def test_export_into_a_folder_named_with_glob_characters_is_refused(finished_run):
     from pipelines import batch_export
 
-    with pytest.raises(SystemExit, match=r"contains \[ \]"):
+    with pytest.raises(NotariusError, match=r"contains \[ \]"):
         batch_export.run(export_argv(finished_run["run"], finished_run["archive"], finished_run["root"] / "batch[1]"))
 
 
@@ -339,17 +340,18 @@ def test_export_reads_only_a_run_folder_that_verifies(finished_run, tmp_path):
     forged = tmp_path / "forged"
     shutil_copy(finished_run["run"], forged)
     (forged / "manifest.json").unlink()
-    with pytest.raises(SystemExit, match="^notarius-reprocess export-batch: .* does not verify .*no manifest.json"):
+    with pytest.raises(NotariusError, match="does not verify .*no manifest.json") as refused:
         batch_export.run(export_argv(forged, finished_run["archive"], tmp_path / "b1"))
+    assert refused.value.line("another command").startswith("notarius-reprocess export-batch: ")  # named for export
     shutil_copy(finished_run["run"], tmp_path / "tampered")
     part = next((tmp_path / "tampered" / "retry_requests").glob("part-*"))
     row = orjson.loads(part.read_bytes().splitlines()[0])
     part.write_bytes(part.read_bytes() + orjson.dumps({**row, "request_id": "r-forged"}) + b"\n")
-    with pytest.raises(SystemExit, match="does not verify"):
+    with pytest.raises(NotariusError, match="does not verify"):
         batch_export.run(export_argv(tmp_path / "tampered", finished_run["archive"], tmp_path / "b2"))
     loose = tmp_path / "loose.jsonl"
     loose.write_bytes(part.read_bytes())
-    with pytest.raises(SystemExit, match="does not name a run's retry requests"):
+    with pytest.raises(NotariusError, match="does not name a run's retry requests"):
         batch_export.run(["--retry-requests", str(loose), *export_argv(finished_run["run"], finished_run["archive"],
                                                                       tmp_path / "b3")[2:]])
     assert not any((tmp_path / name).exists() for name in ("b1", "b2", "b3"))
@@ -413,7 +415,7 @@ def test_import_into_the_folder_of_its_results_is_refused(exported):
 
     before = tree(exported["results"])
     for extra in ([], ["--overwrite"]):
-        with pytest.raises(SystemExit, match="holds input files of --results"):
+        with pytest.raises(NotariusError, match="holds input files of --results"):
             batch_import.run(import_argv(exported, exported["results"], *extra))
     assert tree(exported["results"]) == before
 
@@ -426,7 +428,7 @@ def test_import_twice_into_one_folder_needs_overwrite(exported, tmp_path):
     written = tree(out)
     assert sorted(written) == ["candidates.jsonl", "import_manifest.json", "ledger.jsonl", "not_imported.txt", "verdicts.jsonl"]
     assert first["conservation"]["missing"] == first["conservation"]["exported"] > 0
-    with pytest.raises(SystemExit, match="already holds files"):
+    with pytest.raises(NotariusError, match="already holds files"):
         batch_import.run(import_argv(exported, out))
     assert tree(out) == written
     batch_import.run(import_argv(exported, out, "--overwrite"))
@@ -490,7 +492,7 @@ def test_inputs_read_through_a_link_inside_the_output_are_inside_it(archive, tmp
     (out / "inlink").symlink_to(tmp_path / "archive")
     argv = ["--transcripts", str(out / "inlink" / "transcripts-*"), "--candidates", str(out / "inlink" / "candidates-*"),
             "--output", str(out), "--overwrite"]
-    with pytest.raises(SystemExit, match="holds input files of --candidates"):
+    with pytest.raises(NotariusError, match="holds input files of --candidates"):
         reprocess.run(argv)
     assert (out / "inlink").is_symlink() and tree(tmp_path / "archive")
 
@@ -499,9 +501,9 @@ def test_an_output_inside_a_committed_run_is_refused(finished_run):
     from pipelines import batch_export
 
     run = finished_run["run"]
-    with pytest.raises(SystemExit, match="lies inside the committed folder"):
+    with pytest.raises(NotariusError, match="lies inside the committed folder"):
         batch_export.run(export_argv(run, finished_run["archive"], run / "batch"))
-    with pytest.raises(SystemExit, match="lies inside the committed folder"):
+    with pytest.raises(NotariusError, match="lies inside the committed folder"):
         reprocess.run(job_argv(finished_run["archive"], run / "nested"))
     assert verify.verify_folder(str(run)).ok
 
@@ -524,7 +526,7 @@ def test_verify_does_not_read_a_pipe_or_a_device(finished_run, tmp_path):
 
 @pytest.mark.parametrize("pattern,message", [("{archive}", "names a folder"), ("{tmp}/nothing-*", "matches no files")])
 def test_prior_registries_given_must_name_files(archive, tmp_path, pattern, message):
-    with pytest.raises(SystemExit, match=f"--prior-registries .*{message}"):
+    with pytest.raises(NotariusError, match=f"--prior-registries .*{message}"):
         reprocess.run(job_argv(archive, tmp_path / "out", "--prior-registries",
                                pattern.format(archive=tmp_path / "archive", tmp=tmp_path)))
 
@@ -552,7 +554,7 @@ def test_a_deletion_refused_past_the_check_puts_what_remains_back(tmp_path, monk
 def test_import_refuses_a_received_at_that_is_not_a_time(exported, tmp_path):
     from pipelines import batch_import
 
-    with pytest.raises(SystemExit, match="--received-at 'bogus' is not a time"):
+    with pytest.raises(NotariusError, match="--received-at 'bogus' is not a time"):
         batch_import.run(import_argv(exported, tmp_path / "imp", "--received-at", "bogus"))
     assert not (tmp_path / "imp").exists()
 
@@ -606,8 +608,9 @@ def _said(stderr: str) -> list[str]:
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.25, 0.35, 0.4])
 def test_ctrl_c_while_the_command_starts_is_one_line(archive, tmp_path, delay):
     """Before the folder is held (Beam half imported, options being read): one line, exit 130. The clock
-    starts once the command's own package is imported."""
-    done = _signal_after(job_argv(archive, tmp_path / "out"), delay, after_importing="pipelines")
+    starts once the command's entry has taken the signals (pipelines.entry), which it does before it imports
+    anything of the command's: from the first of those, pipelines.interruption."""
+    done = _signal_after(job_argv(archive, tmp_path / "out"), delay, after_importing="pipelines.interruption")
     assert done.returncode == 130, "\n".join(_said(done.stderr))[-3000:]
     (line,) = _said(done.stderr)
     assert re.fullmatch(r"notarius-reprocess: interrupted: nothing committed( in .*)?", line), line
@@ -650,7 +653,7 @@ def test_an_option_given_twice_is_refused(finished_run, tmp_path, command, extra
     from pipelines import batch_export
 
     extra = [part.format(archive=tmp_path) for part in extra]
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(NotariusError, match=message):
         if command == "job":
             reprocess.run(job_argv(finished_run["archive"], tmp_path / "out", *extra))
         else:
@@ -733,7 +736,7 @@ def test_a_command_may_write_inside_a_folder_its_own_process_holds(tmp_path):
             (out / "inner" / "f").write_text("x")
     with claimed_output("inner", str(out / "inner"), inputs={}, writes=[], overwrite=True):
         (out / "inner" / "f").write_text("y")
-        with pytest.raises(SystemExit, match="which is being written by inner"):
+        with pytest.raises(NotariusError, match="which is being written by inner"):
             with claimed_output("outer", str(out), inputs={}, writes=[], overwrite=True):
                 pass
         assert (out / "inner" / "f").read_text() == "y"
@@ -879,9 +882,10 @@ def test_a_disk_too_full_for_the_lock_leaves_neither_lock_file_nor_folder(tmp_pa
 
     monkeypatch.setattr(files, "os", types.SimpleNamespace(**{**vars(os), "write": write}))  # the lock's holder line
     out = tmp_path / "out"
-    with pytest.raises(SystemExit, match=r"^prog: --output .* cannot be written: No space left on device$"):
+    with pytest.raises(NotariusError) as refused:
         with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False):
             pass
+    assert re.fullmatch(r"prog: --output .* cannot be written: No space left on device", refused.value.line("prog"))
     assert not out.exists()
 
 
@@ -892,11 +896,11 @@ def test_a_worker_out_of_room_empties_an_object_store_folder_and_says_where(tmp_
     store.clear()
     out = "memtest://bucket/runs/x"
     store["memtest://bucket/runs/xy/keep"] = b"a neighbour"
-    with pytest.raises(SystemExit) as ended:
+    with pytest.raises(NotariusError) as ended:
         with claimed_output("prog", out, inputs={}, writes=[], overwrite=False, commit_record="manifest.json"):
             store[f"{out}/evaluations/part-00000-of-00001.avro"] = b"written whole"
             raise RuntimeError(f"Pipeline failed: ... OSError: [Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)} ...")
-    assert ended.value.code == ("prog: no space left on a worker's disk: nothing committed in memtest://bucket/runs/x, "
+    assert ended.value.line("prog") == ("prog: no space left on a worker's disk: nothing committed in memtest://bucket/runs/x, "
                                 "what this command wrote there is removed; free some space and run it again")
     assert store == {"memtest://bucket/runs/xy/keep": b"a neighbour"}
 
@@ -906,11 +910,11 @@ def test_a_full_disk_removes_nothing_from_a_folder_whose_contents_are_the_comman
     out = tmp_path / "demo"
     out.mkdir()
     (out / "notes.txt").write_text("the user's\n")
-    with pytest.raises(SystemExit) as ended:
+    with pytest.raises(NotariusError) as ended:
         with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False, keep_contents=True):
             (out / "run1").mkdir()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    assert ended.value.code == f"prog: no space left on {out}; free some space and run it again"
+    assert ended.value.line("prog") == f"prog: no space left on {out}; free some space and run it again"
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "run1"]
 
 

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fake_provider as fake
-from domain.batch.ledger import LINE_OUTCOMES, UNKNOWN_TIME, ExportedRequest, ImportLedger, parse_index_row
+from domain.batch.ledger import (LINE_OUTCOMES, UNKNOWN_TIME, ExportedRequest, ExportIndexError, ImportLedger,
+                                  parse_index_row)
 from domain.batch.providers import PROVIDERS, VERTEX_LABEL
 from domain.intake import parse_candidate
 from domain.revision import MAX_ATTEMPT_NUMBER
@@ -304,9 +305,9 @@ def test_an_index_attempt_outside_the_jobs_range_is_an_index_error(tmp_path, att
     export = write_export(tmp_path / "export", "anthropic", attempt=attempt)
     results = tmp_path / "results.jsonl"
     results.write_bytes(jsonl(answers("anthropic")))
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(ExportIndexError) as stopped:
         import_batch("anthropic", [results], export, tmp_path / "import")
-    message = str(stopped.value.code)
+    message = str(stopped.value)
     assert "\n" not in message and "requests-00000-of-00001.index.jsonl:1" in message
     assert f"attempt {'(a JSON array)' if attempt == [2] else repr(attempt)} is not an integer from 1 to 2147483647" in message
 
@@ -327,9 +328,9 @@ def test_an_index_row_of_the_wrong_types_is_an_index_error(tmp_path, field, valu
     export = write_export(tmp_path / "export", "anthropic", **{field: value})
     results = tmp_path / "results.jsonl"
     results.write_bytes(jsonl(answers("anthropic")))
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(ExportIndexError) as stopped:
         import_batch("anthropic", [results], export, tmp_path / "import")
-    assert f"index {field} " in str(stopped.value.code) and "\n" not in str(stopped.value.code)
+    assert f"index {field} " in str(stopped.value) and "\n" not in str(stopped.value)
 
 
 # --- fuzz: the ledger --------------------------------------------------------------------------

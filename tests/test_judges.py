@@ -370,17 +370,18 @@ def test_the_job_joins_verdicts_to_their_candidates_and_proves_their_conservatio
 
 
 def test_verdicts_without_judges_are_refused_in_one_line(tmp_path, capsys):
+    from pipelines.options import OptionsError
     from pipelines.reprocess import preflight
 
     (tmp_path / "t.jsonl").write_bytes(TRANSCRIPT_LINE + b"\n")
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(OptionsError) as stop:
         preflight(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "t.jsonl"),
                    "--verdicts", str(tmp_path / "t.jsonl"), "--output", str(tmp_path / "o")])
-    assert "--verdicts needs --judges" in str(stop.value.code)
-    with pytest.raises(SystemExit) as unknown:
+    assert "--verdicts needs --judges" in str(stop.value)
+    with pytest.raises(OptionsError) as unknown:
         preflight(["--transcripts", str(tmp_path / "t.jsonl"), "--candidates", str(tmp_path / "t.jsonl"),
                    "--judges", "combat-semantix", "--output", str(tmp_path / "o")])
-    assert "unknown judge combat-semantix" in str(unknown.value.code)
+    assert "unknown judge combat-semantix" in str(unknown.value)
 
 
 # --- the round trip: export-batch --kinds judge, a provider, import-batch, the next run --------------

@@ -3,8 +3,8 @@ no module imports one that imports it back (issue 30), domain/ never imports Bea
 imports pipelines/ or knows a family, runners/ (the processes a run lives in) knows nothing of the job,
 analysis/ (what finished runs' rows say) uses the domain and nothing of the job nor Beam, domain/ never
 imports analysis/, docgen/ (the data dictionary) renders the domain's declarations and nothing imports it,
-and no command (pipelines/ but the demo), transform, analysis or domain module imports
-the simulator (sample/)."""
+no command (pipelines/ but the demo), transform, analysis or domain module imports
+the simulator (sample/), and no module below the console entry point ends the process (SystemExit)."""
 
 from __future__ import annotations
 
@@ -97,12 +97,18 @@ def test_domain_never_imports_beam_and_transforms_never_import_pipelines():
             assert not any(n.startswith("domain.families") for n in named), name
 
 
+# The root of the project's errors (it imports nothing): what every package raises, runners/ included.
+ERROR_ROOT = "domain.errors"
+
+
 def test_runners_know_nothing_of_the_job():
     """Process management (warm workers, the collector's policy, runner errors and workarounds) imports no
-    package of the project: the job, its transforms and its domain use it, never the other way."""
+    package of the project but the error root: the job, its transforms and its domain use it, never the other way."""
+    assert {n.split(".")[0] for n in imports_of(modules()[ERROR_ROOT])} <= {"__future__"}
     for name, path in modules().items():
         if name.startswith("runners"):
-            assert not any(n.split(".")[0] in PROJECT - {"runners"} for n in imports_of(path)), name
+            used = {n for n in imports_of(path) if n != ERROR_ROOT and not n.startswith(ERROR_ROOT + ".")}
+            assert not any(n.split(".")[0] in PROJECT - {"runners"} for n in used), name
 
 
 def test_analysis_reads_rows_with_the_domain_and_nothing_of_the_job():
@@ -202,3 +208,53 @@ def test_the_simulator_knows_the_domain_not_the_job():
         if name.startswith("sample"):
             assert not any(n.split(".")[0] in ("transforms", "runners", "pipelines", "bench")
                            for n in imports_of(path)), name
+
+
+# The console entry point: where a command's process starts (pipelines.entry) and where what ended a command
+# becomes its line and exit code (pipelines.interruption.run_command). Nothing else ends the process.
+COMMAND_LAYER = ("pipelines.entry", "pipelines.interruption")
+PRODUCT = ("domain", "analysis", "transforms", "runners", "pipelines", "docgen")
+
+
+def _is_main_block(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":``: a module run as a program (the zygote's client, a command's hand-off)."""
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
+
+
+def process_exits(path: Path) -> list[str]:
+    """Where ``path`` raises or builds a SystemExit, or calls ``sys.exit``, outside its ``__main__`` block
+    (``except SystemExit`` is no exit: a worker reads the status of the code it ran)."""
+    found, todo = [], [node for node in ast.parse(path.read_text(encoding="utf-8")).body if not _is_main_block(node)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and node.id == "SystemExit":
+            found.append(f"{path.name}:{node.lineno} SystemExit")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exit" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "sys":
+            found.append(f"{path.name}:{node.lineno} sys.exit")
+        if isinstance(node, ast.ExceptHandler):
+            todo.extend(node.body)  # what it catches is not raised here
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_process_exits_are_found_where_there_are_some(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import sys\ndef f():\n    raise SystemExit('no')\ndef g():\n    sys.exit(2)\n"
+                      "def h():\n    try:\n        pass\n    except SystemExit:\n        pass\n"
+                      "if __name__ == '__main__':\n    sys.exit(f())\n")
+    assert sorted(process_exits(source)) == ["m.py:3 SystemExit", "m.py:5 sys.exit"]
+
+
+def test_no_module_below_the_command_layer_ends_the_process():
+    """Library code raises the project's errors (domain.errors.NotariusError); only the console entry point
+    turns one into an exit, with its one line and exit code (issue 39): no SystemExit anywhere else in the
+    product's packages but a module's ``if __name__ == "__main__"`` block."""
+    known = modules()
+    assert set(COMMAND_LAYER) <= set(known)
+    exits = [where for name, path in sorted(known.items())
+             if name.split(".")[0] in PRODUCT and name not in COMMAND_LAYER for where in process_exits(path)]
+    assert exits == []

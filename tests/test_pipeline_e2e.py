@@ -10,6 +10,7 @@ from jsonschema import Draft202012Validator
 from domain.assets import durable_schema_path, load_json_asset
 from output_reader import canonical
 from pipelines import reprocess
+from pipelines.options import OptionsError
 from fixture_archive import EXPECTED_DEAD_LETTER_REASONS, EXPECTED_OUTCOMES, run_job, write_archive
 
 OUTPUT_JSON_SCHEMAS = {
@@ -130,7 +131,7 @@ def test_console_script_prints_summary(archive, tmp_path):
 
 
 def test_no_match_is_a_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match="matches no files"):
+    with pytest.raises(OptionsError, match="matches no files"):
         reprocess.run(["--transcripts", str(tmp_path / "none-*"), "--candidates", str(tmp_path / "x"),
                        "--output", str(tmp_path / "o")])
 

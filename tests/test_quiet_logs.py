@@ -1,11 +1,12 @@
-"""Beam's routine log lines that would bury ours are dropped; everything else passes (pipelines/__init__.py)."""
+"""Beam's routine log lines that would bury ours are dropped; everything else passes (pipelines/entry.py)."""
 
 import logging
 
-import pipelines  # noqa: F401 - installs the filters
+from pipelines.entry import quiet_beam_notices
 
 
 def test_routine_service_lines_are_dropped_and_others_pass(caplog):
+    quiet_beam_notices()  # what every command's entry does first
     logger = logging.getLogger("apache_beam.utils.subprocess_server")
     with caplog.at_level(logging.DEBUG, logger="apache_beam.utils.subprocess_server"):
         logger.warning("Really starting service at %s with cmd: %s", "localhost:1", ["java"])
@@ -16,6 +17,7 @@ def test_routine_service_lines_are_dropped_and_others_pass(caplog):
 
 def test_a_workers_relayed_log_shows_its_failures_only(caplog):
     """The runner logs each entry a local worker sends (Beam's logging service): errors pass, the rest not."""
+    quiet_beam_notices()
     logger = logging.getLogger("apache_beam.runners.portability.local_job_service")
     with caplog.at_level(logging.DEBUG, logger="apache_beam.runners.portability.local_job_service"):
         for level, entry in ((logging.INFO, "severity: INFO message: \"Logging handler created.\""),

@@ -22,7 +22,6 @@ from analysis.retry_economy import (
     TruthRow,
     canonicalization_savings,
     defect_recall,
-    evidence_as_written,
     find_leaks,
     internal_tokens,
     names_defect,
@@ -33,7 +32,7 @@ from analysis.retry_economy import (
 )
 from domain.assets import current_fingerprints
 from domain.evaluate import evaluate_response
-from domain.evidence import SourceRef, canonical_evidence
+from domain.evidence import SourceRef, canonical_evidence, evidence_as_written
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, Evidence
 from domain.issues import render_range
@@ -348,10 +347,12 @@ def test_evidence_as_written_is_canonical_evidence_minus_the_swap(case):
     transcript = parse_transcript(orjson.dumps({
         "source_id": "S", "units": [{"unit_id": u, "speaker": "A", "text": "t"} for u in ids],
         "chunks": [{"chunk_id": "x", "kind": "extraction", "unit_ids": ids}]}))
-    written = evidence_as_written(transcript, [Evidence(start_unit_id=a, end_unit_id=b) for a, b in pairs])
-    assert set(written) == {SourceRef("S", a, b) for a, b in pairs}
+    written = evidence_as_written(transcript.index, "S", [Evidence(start_unit_id=a, end_unit_id=b) for a, b in pairs])
+    assert set(written) == {SourceRef("S", a, b) for a, b in pairs}  # as written, each once
+    positions = [(ids.index(ref.start_unit_id), ids.index(ref.end_unit_id)) for ref in written]
+    assert positions == sorted(positions)  # by document position, a backwards range by its written start
     forward = [(a, b) if ids.index(a) <= ids.index(b) else (b, a) for a, b in pairs]
-    assert evidence_as_written(transcript, [Evidence(start_unit_id=a, end_unit_id=b) for a, b in forward]) == \
+    assert evidence_as_written(transcript.index, "S", [Evidence(start_unit_id=a, end_unit_id=b) for a, b in forward]) == \
         canonical_evidence(transcript.index, "S", (SourceRef("S", a, b) for a, b in pairs))
 
 

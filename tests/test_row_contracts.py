@@ -3,7 +3,8 @@
 Row shapes used to live in four places (dict literals in the job, JSON Schema
 and Avro in ``domain.schemas``, ``RetryRequest`` in export-batch) with
 nothing holding them together. Each ``TypedDict`` of ``domain.rows`` is now the
-shape, and these tests derive from it what each contract must say: the same
+shape (export-batch's ``RetryRequest`` and the request row's Avro schema are derived
+from it), and these tests derive from it what each contract must say: the same
 fields in the same order, the same types and nullability, the same closed value
 sets, for the JSON Schema and the Avro schema of every output (generated, and on
 disk), and a row built by the builders validates against both.
@@ -23,7 +24,7 @@ from jsonschema import Draft202012Validator
 from domain import rows
 from domain import schemas as schemagen
 from domain.assets import durable_avro_schema_path, durable_schema_path, load_json_asset
-from domain.batch.prompts import RetryRequest, parse_retry_request
+from domain.batch.prompts import parse_retry_request
 from domain.families import FAMILIES
 from domain.intake import INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, INPUT_VERDICTS, parse_candidate
 from domain.issues import Correction, Issue
@@ -164,11 +165,6 @@ def test_closed_value_sets_have_one_definition():
     dead = _hints(rows.DeadLetterRow)
     assert get_args(dead["input"]) == (INPUT_TRANSCRIPTS, INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_VERDICTS)
     assert get_args(dead["payload_encoding"]) == rows.PAYLOAD_ENCODINGS
-
-
-def test_export_batch_reads_exactly_the_request_row():
-    """``RetryRequest`` (what export-batch reads a request row into) has the row's fields."""
-    assert set(RetryRequest.__slots__) == set(_hints(rows.RequestRow))
 
 
 # --- built rows validate ---------------------------------------------------------------------------

@@ -20,13 +20,14 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from domain.errors import NotariusError
 from domain.manifest import build_manifest
 from domain.run_integrity import (NON_ARTIFACT_OUTPUTS, OutputFile, Verdict, artifact_output, files_block, listed_files,
                                   output_of, verify_run)
 from fixture_archive import write_archive
 from pipelines import batch_export, report, reprocess, retry_economy, verify
 from pipelines.outputs import read_manifest, read_outputs
-from pipelines.options import JOB_OPTIONS, OptionsError, check_arguments
+from pipelines.options import JOB_OPTIONS, HelpShown, OptionsError, check_arguments
 from transforms.files import (OutputFolderError, check_output_folder, empty_output_folder, is_filesystem_root,
                               pattern_reaches, remove_folder_contents)
 from transforms.raw_records import decode_block
@@ -219,7 +220,7 @@ MISUSES = {
 def test_misuse_is_refused_before_anything_is_written(archive, tmp_path, name):
     extra, message = MISUSES[name]
     out = tmp_path / "out"
-    with pytest.raises(SystemExit, match=message.replace("-", r"\-").replace("'", "'")):
+    with pytest.raises(NotariusError, match=message.replace("-", r"\-").replace("'", "'")):
         reprocess.run(job_argv(archive, out, *extra))
     assert not out.exists()
 
@@ -248,15 +249,15 @@ def test_export_batch_refuses_what_beam_would_drop_without_a_word(tmp_path, extr
     unknown one with a log line: a typo must stop the export instead of being ignored."""
     argv = ["--retry-requests", str(tmp_path / "r-*"), "--transcripts", str(tmp_path / "t-*"),
             "--provider", "openai-chat", "--model", "m", "--output", str(tmp_path / "out"), *extra]
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(NotariusError, match=message):
         batch_export.run(argv)
     assert not (tmp_path / "out").exists()
 
 
 def test_help_lists_this_jobs_options(capsys):
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(HelpShown) as exit_:
         reprocess.run(["--help"])
-    assert exit_.value.code == 0
+    assert exit_.value.exit_code == 0 and exit_.value.line("notarius-reprocess") is None
     printed = capsys.readouterr().out
     assert all(option.flag in printed for option in JOB_OPTIONS)
 
@@ -278,7 +279,7 @@ def test_output_folders_that_cannot_work_are_refused(archive, tmp_path, output, 
     folder = Path(archive["candidates"]).parent
     output = output.format(tmp=tmp_path, archive=folder)
     before = sorted(os.listdir(folder))
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(NotariusError, match=message):
         reprocess.run(job_argv(archive, output))
     assert sorted(os.listdir(folder)) == before and sorted(os.listdir(tmp_path)) == []
 
@@ -286,14 +287,14 @@ def test_output_folders_that_cannot_work_are_refused(archive, tmp_path, output, 
 def test_an_output_folder_the_inputs_would_read_is_refused(archive, tmp_path):
     folder = Path(archive["candidates"]).parent
     argv = ["--transcripts", archive["transcripts"], "--candidates", str(folder / "**"), "--output", str(folder / "out")]
-    with pytest.raises(SystemExit, match=r"within reach of --candidates .*the next run would read"):
+    with pytest.raises(NotariusError, match=r"within reach of --candidates .*the next run would read"):
         reprocess.run(argv)
     assert not (folder / "out").exists()
 
 
 def test_dot_dot_in_the_output_creates_no_folder_on_the_way(archive, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match="unknown option"):
+    with pytest.raises(NotariusError, match="unknown option"):
         reprocess.run(job_argv(archive, "a/sub/../out", "--nope"))
     options = reprocess.preflight(job_argv(archive, "a/sub/../out"))
     assert not (tmp_path / "a").exists()
@@ -325,7 +326,7 @@ def test_a_second_run_into_a_used_folder_is_refused_and_overwrite_replaces_it(ar
     shutil.copytree(first_run, out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     second = ("--output-format", "jsonl", "--families", "spells")
-    with pytest.raises(SystemExit, match="already holds files .* --overwrite"):
+    with pytest.raises(NotariusError, match="already holds files .* --overwrite"):
         reprocess.run(job_argv(archive, out, *second))
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
@@ -374,7 +375,7 @@ def test_verify_names_each_altered_removed_and_added_file(first_run, tmp_path, c
     assert "unlisted: dead_letters/part-00009-of-00010.avro" in printed
     assert "NOT VERIFIED: 3 problem(s)" in printed
 
-    with pytest.raises(SystemExit, match="does not verify .*see: .*verify "):
+    with pytest.raises(NotariusError, match="does not verify .*see: .*verify "):
         retry_economy.load_figures(out)
 
 
@@ -421,9 +422,9 @@ def test_on_an_object_store_a_used_folder_is_refused_and_overwrite_touches_only_
     neighbours = {"memtest://bucket/runs/xy/keep": b"a", "memtest://bucket/runs/x.json": b"b",
                   "memtest://bucket/keep": b"c"}
     store.update(neighbours)
-    with pytest.raises(SystemExit, match="already holds files"):
+    with pytest.raises(NotariusError, match="already holds files"):
         reprocess.run(job_argv(archive, out))
-    with pytest.raises(SystemExit, match="root of its filesystem"):
+    with pytest.raises(NotariusError, match="root of its filesystem"):
         reprocess.run(job_argv(archive, "memtest://bucket/"))
 
     assert reprocess.main(job_argv(archive, out, "--overwrite", "--output-format", "jsonl")) == 0
@@ -773,9 +774,9 @@ def test_any_manifest_file_gives_the_commands_a_one_line_answer(real_manifest, f
     assert isinstance(verdict, Verdict) and one_line_problems(verdict)
     if not any(path[:len(place)] == place for place in (*UNREAD, *PARTLY_READ)):
         assert not verdict.ok, path
-        with pytest.raises(SystemExit) as refused:
+        with pytest.raises(verify.NotVerified) as refused:
             verify.require_verified(folder_to_tamper)
-        assert "\n" not in str(refused.value.code) and "does not verify" in str(refused.value.code)
+        assert "\n" not in str(refused.value) and "does not verify" in str(refused.value)
 
 
 @pytest.mark.parametrize("manifest,expected", [
@@ -796,9 +797,9 @@ def test_a_manifest_that_cannot_be_read_is_a_verdict_for_every_command(first_run
     assert verify.main([str(out)]) == 1
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith(f"  {expected}") and printed[1].endswith("NOT VERIFIED: 1 problem(s)")
-    with pytest.raises(SystemExit, match=f"does not verify \\({expected[:20]}") as refused:
+    with pytest.raises(NotariusError, match=f"does not verify \\({expected[:20]}") as refused:
         retry_economy.load_figures(out)
-    assert "\n" not in str(refused.value.code)
+    assert "\n" not in str(refused.value)
 
 
 def test_a_run_with_refresh_requests_verifies(archive, tmp_path):

@@ -71,9 +71,9 @@ def test_a_file_without_a_vocabulary_first_is_refused_in_one_line(tmp_path, caps
     path.write_bytes(first + b"\n")
     with pytest.raises(TruthFileError, match="its first line declares no defect vocabulary"):
         ground_truth(path)
-    with pytest.raises(SystemExit) as exited:
+    with pytest.raises(TruthFileError) as exited:
         retry_economy.main(["--truth", str(path), "--output", str(tmp_path / "run")])
-    message = str(exited.value.code)
+    message = exited.value.line("another command")  # what the command says: named for it
     assert message.startswith(f"python -m pipelines.retry_economy: --truth {path}: not a ground-truth file")
     assert "\n" not in message
 
@@ -135,8 +135,10 @@ def test_a_truth_file_that_does_not_cover_the_run_is_named_in_one_line(run_and_t
                            f"{len(dropped):,} of {len(rows):,} evaluated candidates have no ground truth "
                            f"(by source: {dropped_source} {len(dropped):,}; first: {', '.join(dropped[:3])})")
     assert not (tmp_path / "report.html").exists()
-    with pytest.raises(SystemExit, match="python -m pipelines.retry_economy: --truth .* does not cover the run"):
+    with pytest.raises(TruthFileError) as refused:
         retry_economy.main(["--output", str(run), "--truth", str(partial), "--json", str(tmp_path / "e.json")])
+    assert re.match("python -m pipelines.retry_economy: --truth .* does not cover the run",
+                    refused.value.line("another command"))
     # The whole truth covers it; so does one that holds more (the candidates of another archive too).
     assert retry_economy.load_figures(run, ground_truth(run_and_truth / "truth.jsonl")).economy is not None
     more = tmp_path / "more.jsonl"

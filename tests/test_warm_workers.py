@@ -61,6 +61,18 @@ def test_a_worker_is_forked_from_the_zygote_with_the_launchers_environment(recor
     assert seen["on_sigint"] == "_end_quietly"
 
 
+def test_a_step_named_among_the_preloads_is_taken_in_its_turn(entries_importable, tmp_path):
+    """The job's zygote drops Beam's notices (pipelines.entry) before it imports Beam, as the command did."""
+    zygote = zygote_running("record", preload=("warm_entry:prepare", "colorsys"))
+    try:
+        out = tmp_path / "worker.json"
+        assert launch(zygote.worker_command, WARM_OUT=str(out)).returncode == 0
+    finally:
+        zygote.close()
+    seen = json.loads(out.read_text())
+    assert seen["prepared"] == [True] and seen["preloaded"] and seen["ppid"] == zygote.process.pid
+
+
 def test_ctrl_c_leaves_the_zygote_to_end_with_the_runner(recording_zygote, tmp_path):
     """The terminal's SIGINT reaches the whole process group; only the runner reports it."""
     out = tmp_path / "worker.json"

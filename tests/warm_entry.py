@@ -5,12 +5,21 @@ import os
 import signal
 
 
+PREPARED: list[str] = []
+
+
+def prepare() -> None:
+    """A step the zygote takes before its next import (a preload named "warm_entry:prepare")."""
+    PREPARED.append("colorsys" not in __import__("sys").modules)  # called before the import after it
+
+
 def record() -> int:
     """Writes what the worker saw to $WARM_OUT; exits with $WARM_STATUS."""
     with open(os.environ["WARM_OUT"], "w") as handle:
         json.dump({"pid": os.getpid(), "ppid": os.getppid(), "marker": os.environ.get("WARM_MARKER"),
                    "preloaded": "colorsys" in __import__("sys").modules,
-                   "on_sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", None)}, handle)
+                   "on_sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", None),
+                   "prepared": PREPARED}, handle)
     return int(os.environ.get("WARM_STATUS", "0"))
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from domain.errors import NotariusError
 from transforms.avro_container import avro_row_count
 
 _CHUNK = 1 << 20
@@ -67,8 +68,12 @@ def _parquet_rows(stream: _HashedStream) -> int:
 # Row counters by file format, reading the file through its hashed stream; a new writer format adds its counter here.
 ROW_COUNTERS: dict[str, Callable[[_HashedStream], int]] = {"jsonl": _jsonl_rows, "avro": avro_row_count,
                                                              "parquet": _parquet_rows}
+# The output file formats, each with its file name suffix: the one list (the writers, the readers, the part files
+# a command writes, every --output-format's choices).
+FORMAT_SUFFIXES: dict[str, str] = {"jsonl": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
+OUTPUT_FORMATS = tuple(sorted(FORMAT_SUFFIXES))  # as --output-format lists them
 # File name suffix -> format.
-SUFFIX_FORMATS: dict[str, str] = {".jsonl": "jsonl", ".avro": "avro", ".parquet": "parquet"}
+SUFFIX_FORMATS: dict[str, str] = {suffix: fmt for fmt, suffix in FORMAT_SUFFIXES.items()}
 
 
 def format_of(path: str) -> str:
@@ -374,7 +379,7 @@ def remove_entries(folder: str) -> list[str]:
     return left
 
 
-class FolderLockedError(OSError):
+class FolderLockedError(NotariusError, OSError):
     """Another command holds a folder's lock."""
 
     def __init__(self, folder: str, holder: str) -> None:
@@ -518,7 +523,7 @@ def pattern_reaches(pattern: str, path: str) -> bool:
     return pattern_regex(pattern).match(path) is not None
 
 
-class OutputFolderError(ValueError):
+class OutputFolderError(NotariusError, ValueError):
     """An output folder a job must not write into; its text is the one line shown to the operator."""
 
 

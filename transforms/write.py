@@ -23,10 +23,10 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from domain.assets import arrow_schema_path, load_json_asset
 from transforms.compression import deflate_avro_writer
-from transforms.files import list_files
+from transforms.files import FORMAT_SUFFIXES, OUTPUT_FORMATS, list_files
 
-FORMATS = ("avro", "jsonl", "parquet")
 PARQUET_CODEC = "snappy"  # what DuckDB, Polars and pandas read without options
 
 
@@ -103,7 +103,14 @@ class OutputSpec:
     schema: object = None
 
 
-SUFFIXES = {"jsonl": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
+def writer_schema(fmt: str, avro_path: str):
+    """What the writer of ``fmt`` needs for the output whose contract is the Avro schema ``avro_path`` (an asset):
+    that schema, the Arrow schema derived from it (``domain.assets.arrow_schema_path``), or nothing."""
+    if fmt == "avro":
+        return load_json_asset(avro_path)
+    if fmt == "parquet":
+        return arrow_schema(load_json_asset(arrow_schema_path(avro_path)))
+    return None
 
 
 class _HashingHandle:
@@ -161,7 +168,7 @@ class _FileWriter:
             self.schema = spec.schema
             self.writer = pq.ParquetWriter(self.handle, spec.schema, compression=PARQUET_CODEC)
         elif self.fmt != "jsonl":
-            raise ValueError(f"unknown output format {self.fmt!r}; expected one of {FORMATS}")
+            raise ValueError(f"unknown output format {self.fmt!r}; expected one of {OUTPUT_FORMATS}")
 
     def write(self, rows) -> None:
         if not rows:
@@ -211,7 +218,7 @@ class _WriteTemporaryFiles(beam.DoFn):
             raise ValueError(f"no output {label!r}; known outputs: {sorted(self._parsed)}")
         if label not in self._open:
             spec = self._parsed[label]
-            path = join_path(self.temp_dir, f"{uuid.uuid4().hex}{SUFFIXES[spec.output_format]}")
+            path = join_path(self.temp_dir, f"{uuid.uuid4().hex}{FORMAT_SUFFIXES[spec.output_format]}")
             self._open[label] = (path, _FileWriter(path, spec))
         self._open[label][1].write(rows)
 
@@ -234,7 +241,7 @@ def _finalize(_, temporary: list, specs: dict, temp_dir: str) -> list:
     sources, targets, final = [], [], []
     for label in sorted(specs):
         spec = _parsed(specs[label])
-        suffix = SUFFIXES[spec.output_format]
+        suffix = FORMAT_SUFFIXES[spec.output_format]
         files = sorted(by_label.get(label, []), key=lambda item: item[0])
         if not files:  # an empty output still gets its shard
             path = join_path(temp_dir, f"{uuid.uuid4().hex}{suffix}")

@@ -40,6 +40,7 @@ import orjson
 
 from domain.batch.providers import (
     ANSWERED, CANCELED, COMPLETE, ERRORED, EXPIRED, REFUSED, TRUNCATED, Provider, ResultLineError, ResultOutcome)
+from domain.errors import NotariusError
 from domain.records import shown_value
 from domain.revision import KIND_JUDGE, KIND_RETRY, MAX_ATTEMPT_NUMBER, REQUEST_KINDS
 from domain.usage import Usage, is_token_count
@@ -61,7 +62,7 @@ _INDEX_FIELDS = ("request_id", "wire_id", "family", "source_id", "chunk_id", "at
 _INDEX_STRINGS = tuple(name for name in _INDEX_FIELDS if name not in ("attempt", "line"))
 
 
-class ExportIndexError(ValueError):
+class ExportIndexError(NotariusError, ValueError):
     """The export's index is unusable or does not match its request file."""
 
 

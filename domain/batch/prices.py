@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from domain.errors import NotariusError
 from domain.records import shown_value
 from domain.usage import Usage
 
@@ -33,7 +34,7 @@ _TOP_LEVEL = ("currency", "note", "models")
 _MILLION = 1_000_000
 
 
-class PricesError(ValueError):
+class PricesError(NotariusError, ValueError):
     """A prices file that is not one; the message names the first problem."""
 
 

@@ -9,9 +9,9 @@ current prompt over the chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, get_type_hints
 
 import orjson
 
@@ -19,13 +19,14 @@ if TYPE_CHECKING:  # imported on first use: jsonschema is 0.13 s of every proces
     from jsonschema import Draft202012Validator
 
 from domain.assets import composed_prompt, load_json_asset, read_asset
+from domain.errors import NotariusError
 from domain.evaluate import evaluate_response
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext, FamilySpec, ListedEntry
 from domain.families.reconciliation import entry_list_fingerprint, render_entry_list, short_fingerprint
 from domain.intake import EnvelopeError, chunk_problem, parse_candidate
 from domain.judges import JudgeSpec
-from domain.rows import raw_response_sha256
+from domain.rows import RequestRow, raw_response_sha256
 from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY
 from domain.source import Chunk, Transcript
 
@@ -46,32 +47,15 @@ FEEDBACK_HEADING = (
     "automatic checker, not by the user, and lists what the checker could not accept.")
 
 
-class RetryRequestError(ValueError):
+class RetryRequestError(NotariusError, ValueError):
     """A retry request record that cannot be exported; the message is for operators."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryRequest:
-    """A request row of the job (``retry_requests/``): a retry or a refresh."""
-
-    request_id: str
-    family: str
-    source_id: str
-    chunk_id: str
-    candidate_id: str
-    attempt: int
-    correction_guidance: str
-    prompt_fingerprint: str
-    schema_fingerprint: str
-    validator_policy_fingerprint: str
-    kind: str = KIND_RETRY
-    # Reconciliations: the entry list the request was built with (contract §4.1); None otherwise,
-    # and in rows of runs made before entry lists had fingerprints.
-    input_fingerprint: str | None = None
-    # Judge requests (contract §4.3): the judged attempt's raw-response hash and the judge; None otherwise.
-    candidate_sha256: str | None = None
-    judge: str | None = None
-    judge_fingerprint: str | None = None
+# A request row of the job (``retry_requests/``: a retry, a refresh or a judge request) as export-batch reads it:
+# a frozen value with exactly the row's fields, in its order and of its types, derived from the row's one
+# declaration (``domain.rows.RequestRow``; what each field means is said there and in its schemas).
+RetryRequest = make_dataclass("RetryRequest", list(get_type_hints(RequestRow).items()), frozen=True, slots=True)
+RetryRequest.__module__ = __name__  # where pickle finds it (make_dataclass's `module` is Python 3.12's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ import orjson
 
 from domain.batch.prompts import ModelPrompt
 from domain.batch.schemas import anthropic_problems, gemini_problems, openai_strict_problems, provider_schema, to_gemini_schema
+from domain.errors import NotariusError
 from domain.intake import received_instant
 from domain.records import shown_value
 from domain.usage import Usage, is_token_count
@@ -95,7 +96,7 @@ class ResultOutcome:
                 object.__setattr__(self, name, _short(value))
 
 
-class ResultLineError(ValueError):
+class ResultLineError(NotariusError, ValueError):
     """A result line that names no request (not JSON, not an object, no id)."""
 
 

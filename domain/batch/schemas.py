@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
+from domain.errors import NotariusError
+
 # Root annotations that describe the file, not the response (the provider's
 # schema name carries the title). They are dropped from what is sent.
 ROOT_ANNOTATIONS = ("$schema", "$id", "$comment", "title")
@@ -52,7 +54,7 @@ _GEMINI_KEYWORDS = frozenset({"type", "properties", "required", "items", "enum",
                               "minItems", "maxItems", "minimum", "maximum", "additionalProperties"})
 
 
-class SchemaSubsetError(ValueError):
+class SchemaSubsetError(NotariusError, ValueError):
     """A schema outside a provider's subset; ``problems`` names every offending place."""
 
     def __init__(self, problems: tuple[str, ...]) -> None:

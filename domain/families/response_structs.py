@@ -31,6 +31,7 @@ import msgspec
 from annotated_types import MinLen
 from pydantic import BaseModel
 
+from domain.errors import NotariusError
 from domain.families.base import JsonInt, StrictModel
 
 # JsonInt's own validator (integral floats count as integers): the one field validator the
@@ -39,7 +40,7 @@ _JSON_INT_VALIDATOR = typing.get_args(JsonInt)[1]
 _SCALARS = (str, int, bool, type(None))
 
 
-class UnsupportedModel(TypeError):
+class UnsupportedModel(NotariusError, TypeError):
     """A response model using something the struct derivation does not translate."""
 
 

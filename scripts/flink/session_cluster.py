@@ -827,44 +827,19 @@ def _wait_ready(
 def session_cluster(
     rest_port: int = 8081,
     *,
-    flink_version: str | None = None,
-    slots: int = 2,
-    taskmanagers: int = 1,
-    jobmanager_memory: str = "1024m",
-    taskmanager_memory: str = TASKMANAGER_MEMORY,
-    network_memory: str = NETWORK_MEMORY,
-    sort_shuffle_min_buffers: int = SORT_SHUFFLE_MIN_BUFFERS,
-    restart_attempts: int = 0,
-    restart_delay: str = RESTART_DELAY,
-    startup_timeout_s: float = 120.0,
     keep_logs: bool = False,
-    jvm_options: Sequence[str] = JVM_OPTIONS,
-    settings: dict[str, Any] | None = None,
-    beam_jar: str | None = None,
     job_server: bool = False,
+    **start: Any,
 ) -> Iterator[SessionCluster]:
-    """Run a session cluster for the duration of the block; always stop it. ``job_server``: with a
-    Beam job server kept beside it (``start_job_server``, the ``beam_jar``).
+    """Run a session cluster for the duration of the block; always stop it. ``start``: the keywords of
+    ``start_cluster`` (its one signature); ``job_server``: with a Beam job server kept beside it
+    (``start_job_server``, the ``beam_jar``).
 
     Logs stay under the run dir when the block raised (or keep_logs is set),
     and are removed otherwise.
     """
-    cluster = start_cluster(
-        rest_port,
-        flink_version=flink_version,
-        slots=slots,
-        taskmanagers=taskmanagers,
-        jobmanager_memory=jobmanager_memory,
-        taskmanager_memory=taskmanager_memory,
-        network_memory=network_memory,
-        sort_shuffle_min_buffers=sort_shuffle_min_buffers,
-        restart_attempts=restart_attempts,
-        restart_delay=restart_delay,
-        startup_timeout_s=startup_timeout_s,
-        jvm_options=jvm_options,
-        settings=settings,
-        beam_jar=beam_jar,
-    )
+    beam_jar = start.get("beam_jar")
+    cluster = start_cluster(rest_port, **start)
     failed = False
     try:
         if job_server:
