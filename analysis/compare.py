@@ -12,7 +12,9 @@ A slot's outcome in a run is read off what the run wrote for it:
 - ``accepted``: an artifact (whatever else: an accepted slot resting on a stale
   attempt also gets a refresh request);
 - ``retry`` / ``refresh``: a request of that kind;
-- ``deferred``: evaluated, but no attempt decided (every evaluation deferred);
+- ``deferred``: evaluated, but no attempt decided (every evaluation deferred), also when a refresh request
+  waits on it (a reconciliation waiting for its entry list, contract §4.1: the job counts it deferred) and when
+  it waits on its judges (a judge request);
 - ``exhausted``: evaluated, no attempt passed, no request;
 - ``absent``: the run holds nothing of the slot.
 
@@ -20,20 +22,26 @@ The *deciding attempt* is the attempt the outcome rests on: the accepted one;
 the one a request replaces; else the latest (highest attempt number, then
 candidate id: the job's order). Accepted records are compared by a hash of
 their content (``records`` only: never provenance, ids or fingerprints), the
-same whichever format either run was written in.
+same whichever format either run was written in; a changed slot's row says
+which records changed (``analysis.record_diff``) and its *situation* says where
+the slot stands in B (:func:`situation`), which is what an operator acts on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
 
+from analysis.record_diff import RecordsDiff, diff_records
 from domain import counters
 from domain.families import FAMILIES
+from domain.families.reconciliation import ENTRY_LIST_CHANGED
+from domain.judges import AWAITING_JUDGMENT
 from domain.revision import KIND_JUDGE, KIND_REFRESH, KIND_RETRY, REQUEST_KINDS
 from domain.rows import VERDICT_ACCEPTED, VERDICT_DEFERRED, VERDICT_REJECTED, VERDICT_SUPERSEDED
 from domain.run_integrity import ARTIFACTS, ManifestError, ManifestReader, listed_files, output_of, shown
@@ -54,6 +62,19 @@ CHANGE_FIX = "fix"  # accepted in B, not in A
 CHANGE_RECORDS = "records_changed"  # accepted in both, other records
 CHANGE_OTHER = "other"  # neither accepted, another outcome
 SLOT_CHANGES = (CHANGE_REGRESSION, CHANGE_FIX, CHANGE_RECORDS, CHANGE_OTHER)
+
+# Where a changed slot stands in B: what it means and what to do next (the page says both, per situation).
+SITUATION_RECORDS_CHANGED = "records_changed"  # accepted in both, other records
+SITUATION_NEWLY_ACCEPTED = "newly_accepted"  # accepted in B, not in A
+SITUATION_ENTRY_LIST = "waiting_for_entry_list"  # deferred in B: a reconciliation whose entry list changed
+SITUATION_JUDGES = "waiting_for_judges"  # deferred in B: its attempt waits on a judge's verdict
+SITUATION_REGISTRY = "waiting_for_registry"  # deferred in B: no accepted registry of its kind
+SITUATION_RETRY = "retry_requested"  # B wrote a retry request
+SITUATION_REFRESH = "refresh_requested"  # B wrote a refresh request (no attempt passes, budget spent)
+SITUATION_EXHAUSTED = "exhausted"  # no attempt passes in B and the budget is spent
+SITUATION_ABSENT = "absent_from_b"  # B holds nothing of the slot
+SITUATIONS = (SITUATION_RECORDS_CHANGED, SITUATION_NEWLY_ACCEPTED, SITUATION_ENTRY_LIST, SITUATION_JUDGES,
+              SITUATION_REGISTRY, SITUATION_RETRY, SITUATION_REFRESH, SITUATION_EXHAUSTED, SITUATION_ABSENT)
 
 # Accepted artifacts, by the content hash of their records.
 ARTIFACT_UNCHANGED = "unchanged"
@@ -101,6 +122,23 @@ SLOTS_OUTPUT = "slots"
 COMPARE_JSON = "compare.json"
 COMPARE_HTML = "compare.html"
 COMPARE_KIND = "compare"  # the manifest's "kind": a comparison's folder, not a run's
+# compare.html lists the changed slots on one page per source (a source's slots are what the job holds at
+# once): pages/<name>.html, each a document of the folder's manifest.
+PAGES_FOLDER = "pages"
+_PAGE_NAME = re.compile(r"pages/[A-Za-z0-9._-]+\.html")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def page_name(source_id: str) -> str:
+    """The page of a source's changed slots, relative to the comparison folder: its id made safe for a file
+    name, and a hash of it (two ids made alike stay apart)."""
+    digest = hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:12]
+    return f"{PAGES_FOLDER}/{_UNSAFE.sub('_', source_id)[:60]}-{digest}.html"
+
+
+def is_page_name(name: Any) -> bool:
+    """A name :func:`page_name` can give (so reading it stays inside the folder's pages/)."""
+    return isinstance(name, str) and _PAGE_NAME.fullmatch(name) is not None
 
 
 # --- one run's facts about one slot -----------------------------------------------------------------
@@ -143,11 +181,17 @@ class Request:
 
 @dataclass(frozen=True, order=True)
 class Artifact:
-    """One accepted artifact: the attempt it came from and the content hash of its records."""
+    """One accepted artifact: the attempt it came from, the content hash of its records and the records
+    themselves (JSON, read only when the slot changed: one artifact per slot and run is held at a time)."""
 
     attempt: int
     candidate_id: str
     records_sha256: str
+    records_json: bytes = field(default=b"[]", compare=False, repr=False)
+
+    @property
+    def records(self) -> list:
+        return orjson.loads(self.records_json)
 
 
 @dataclass(frozen=True)
@@ -238,7 +282,7 @@ def artifact_of(row: Mapping[str, Any]) -> Artifact:
     if not isinstance(provenance, Mapping) or not isinstance(records, list):
         raise RowError("an artifact row without provenance or records")
     return Artifact(_field(provenance, "attempt", int), _field(provenance, "candidate_id", str),
-                    records_sha256(records))
+                    records_sha256(records), orjson.dumps(records))
 
 
 def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, SlotInRun]:
@@ -295,6 +339,10 @@ def decide(run: SlotInRun) -> Decision:
         request = min(run.requests)  # a slot never gets two requests in one run (judges: one per judge)
         if request.kind == KIND_JUDGE:  # contract §4.3: the slot waits on its judges; the request names the attempt
             return _deciding(OUTCOME_DEFERRED, run, request.candidate_id, request.attempt)
+        if request.kind == KIND_REFRESH and run.attempts and all(a.verdict == VERDICT_DEFERRED for a in run.attempts):
+            # contract §4.1: a reconciliation waiting for its entry list; the job counts it deferred, and so does
+            # the comparison (its refresh request carries the current list).
+            return _deciding(OUTCOME_DEFERRED, run, request.candidate_id, request.attempt - 1)
         return _deciding(request.kind, run, request.candidate_id, request.attempt - 1)
     if not run.attempts:
         return ABSENT
@@ -315,6 +363,30 @@ def classify_change(a: Decision, b: Decision) -> str | None:
     if accepted_a and accepted_b:
         return CHANGE_RECORDS if a.records_sha256 != b.records_sha256 else None
     return CHANGE_OTHER if a.outcome != b.outcome else None
+
+
+def situation(change: str | None, b_outcome: str, b_reason_codes: Iterable[str] = ()) -> str | None:
+    """Where a changed slot stands in B (one of :data:`SITUATIONS`), from its change, its outcome in B and
+    the reason codes of B's deciding attempt; None for a slot that did not change."""
+    if change is None:
+        return None
+    if change == CHANGE_RECORDS:
+        return SITUATION_RECORDS_CHANGED
+    if change == CHANGE_FIX:
+        return SITUATION_NEWLY_ACCEPTED
+    if b_outcome == OUTCOME_DEFERRED:
+        codes = set(b_reason_codes)
+        if ENTRY_LIST_CHANGED in codes:
+            return SITUATION_ENTRY_LIST
+        return SITUATION_JUDGES if AWAITING_JUDGMENT in codes else SITUATION_REGISTRY
+    return {OUTCOME_RETRY: SITUATION_RETRY, OUTCOME_REFRESH: SITUATION_REFRESH, OUTCOME_EXHAUSTED: SITUATION_EXHAUSTED,
+            OUTCOME_ABSENT: SITUATION_ABSENT}[b_outcome]
+
+
+def situation_of_row(row: Mapping[str, Any]) -> str | None:
+    """:func:`situation` of a ``slots/`` row."""
+    b = row.get("deciding_b") or {}
+    return situation(row["change"], row["transition"]["to"], b.get("reason_codes") or ())
 
 
 def artifact_change(a: Decision, b: Decision) -> str | None:
@@ -372,10 +444,15 @@ class SlotComparison:
     registry_failures: tuple[str, ...]
     reason_codes_a: tuple[tuple[str, int], ...] = field(default=())  # every attempt's issues, counted
     reason_codes_b: tuple[tuple[str, int], ...] = field(default=())
+    records: RecordsDiff | None = None  # a changed slot accepted in A or B: what changed in its records
 
     @property
     def transition(self) -> tuple[str, str]:
         return self.a.outcome, self.b.outcome
+
+    @property
+    def situation(self) -> str | None:
+        return situation(self.change, self.b.outcome, self.b.reason_codes)
 
     def row(self) -> dict | None:
         """The slot's row of ``slots/`` (``assets/outputs/slot_change.v1``); None when nothing changed."""
@@ -383,7 +460,8 @@ class SlotComparison:
             return None
         return {"family": self.slot.family, "source_id": self.slot.source_id, "chunk_id": self.slot.chunk_id,
                 "transition": {"from": self.a.outcome, "to": self.b.outcome}, "change": self.change,
-                "deciding_a": self.a.as_row(), "deciding_b": self.b.as_row()}
+                "deciding_a": self.a.as_row(), "deciding_b": self.b.as_row(),
+                "records": None if self.records is None else self.records.as_row()}
 
     def tally(self) -> dict[tuple, int]:
         """This slot's part of every count of ``compare.json`` (summed over all slots: ``comparison_document``)."""
@@ -397,6 +475,7 @@ class SlotComparison:
             counts[("slots", family, "both")] += 1
         if self.change is not None:
             counts[("change", family, self.change)] += 1
+            counts[("situation", family, self.situation)] += 1
         if self.artifact is not None:
             counts[("artifact", family, self.artifact)] += 1
         if self.answer is not None:
@@ -416,8 +495,22 @@ def _code_counts(run: SlotInRun) -> tuple[tuple[str, int], ...]:
 def compare_slot(slot: Slot, a: SlotInRun, b: SlotInRun) -> SlotComparison:
     """One slot of run A against the same slot of run B (either may hold nothing of it)."""
     in_a, in_b = decide(a), decide(b)
-    return SlotComparison(slot, in_a, in_b, classify_change(in_a, in_b), artifact_change(in_a, in_b),
-                          answer_in_b(a, b), failed_after_registry_change(a, b), _code_counts(a), _code_counts(b))
+    change = classify_change(in_a, in_b)
+    return SlotComparison(slot, in_a, in_b, change, artifact_change(in_a, in_b), answer_in_b(a, b),
+                          failed_after_registry_change(a, b), _code_counts(a), _code_counts(b),
+                          records_changed(slot, change, a, b))
+
+
+def records_changed(slot: Slot, change: str | None, a: SlotInRun, b: SlotInRun) -> RecordsDiff | None:
+    """What changed in the slot's accepted records (nothing accepted in a run: no records there); None
+    when the slot did not change or neither run accepted it."""
+    if change is None or not (a.artifacts or b.artifacts):
+        return None
+    return diff_records(slot.family, _accepted_records(a), _accepted_records(b))
+
+
+def _accepted_records(run: SlotInRun) -> list:
+    return min(run.artifacts).records if run.artifacts else []  # the artifact decide() reads
 
 
 def compare_runs(a: Mapping[Slot, SlotInRun], b: Mapping[Slot, SlotInRun]) -> list[SlotComparison]:
@@ -510,6 +603,7 @@ def _family_block(tallies: Mapping[tuple, int], family: str | None) -> dict:
                          "holds": counted == in_a + in_b - both},
         "changes": {change: n("change", change) for change in SLOT_CHANGES},
         "changed_slots": sum(n("change", change) for change in SLOT_CHANGES),
+        "situations": {name: n("situation", name) for name in SITUATIONS},
         "artifacts": {what: n("artifact", what) for what in ARTIFACT_CHANGES},
         "reason_codes": {run: dict(sorted(codes.items(), key=lambda kv: (-kv[1], kv[0])))
                          for run, codes in reason_codes.items()},
@@ -582,13 +676,13 @@ def comparison_manifest(document: Mapping[str, Any], *, files: Mapping[str, list
 
 
 def comparison_folder_problems(manifest: Any, found: Mapping[str, Any], part_files: Iterable[str],
-                               documents: Mapping[str, dict | str | None]) -> list[str]:
+                               documents: Mapping[str, dict | str | None], page_files: Iterable[str] = ()) -> list[str]:
     """A comparison folder against its manifest (one line per problem; none: the folder is as committed).
     A manifest of any shape gives problems, never an exception (a value of the wrong type is one).
 
     ``found``: for each listed path, the file's facts now (``OutputFile``), why they cannot be had (a str) or
     None (no file); ``part_files``: every ``part-*`` file in the folder; ``documents``: each document's facts
-    now, why they cannot be had (a str) or None (missing)."""
+    now, why they cannot be had (a str) or None (missing); ``page_files``: every file under ``pages/``."""
     try:
         listed = listed_files(manifest)
     except ManifestError as exc:
@@ -611,7 +705,11 @@ def comparison_folder_problems(manifest: Any, found: Mapping[str, Any], part_fil
     checks = []
     if claimed is not None and rows != claimed:
         checks.append(f"{SLOTS_OUTPUT}: the files hold {rows} rows, the manifest counts {claimed}")
-    for name in (COMPARE_JSON, COMPARE_HTML):
+    listed_documents = read.block("documents") or {}
+    pages = [name for name in listed_documents if is_page_name(name)]
+    checks += [f"manifest: documents lists {shown(name)}, not a document compare writes"
+               for name in listed_documents if name not in (COMPARE_JSON, COMPARE_HTML) and not is_page_name(name)]
+    for name in (COMPARE_JSON, COMPARE_HTML, *pages):
         want_doc = read.block("documents", name)
         have_doc = documents.get(name)
         if want_doc is None:
@@ -622,6 +720,7 @@ def comparison_folder_problems(manifest: Any, found: Mapping[str, Any], part_fil
             checks.append(f"altered: {name}: {have_doc}")
         elif have_doc != want_doc:
             checks.append(f"altered: {name}")
+    checks += [f"unlisted: {name}" for name in sorted(set(page_files) - set(pages))]
     if read.flag("conservation", "holds") is False:
         checks.append("the comparison's conservation does not hold")
     return problems + list(read.problems) + checks

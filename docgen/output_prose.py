@@ -221,7 +221,10 @@ SLOTS = OutputDoc(
     row="one slot whose outcome or accepted records differ between run A and run B",
     intro="A slot's outcome in a run is read off what the run wrote for it: `accepted` (an "
           "artifact), `retry` or `refresh` (a request of that kind), `exhausted` (evaluated, nothing passed, no "
-          "request), `deferred` (every evaluation deferred) or `absent` (nothing of the slot).",
+          "request), `deferred` (every evaluation deferred, as the job counts it: also a reconciliation waiting "
+          "for its entry list, whose refresh request carries the current list) or `absent` (nothing of the slot). "
+          "`records` says which records changed, by the names their family gives them; `compare.html` lists "
+          "every changed slot with what to do next.",
     fields={
         "family": "The slot's family.",
         "source_id": "The slot's transcript.",
@@ -243,14 +246,40 @@ SLOTS = OutputDoc(
         "deciding_b.attempt": "Its attempt number.",
         "deciding_b.reason_codes": "Its reason codes, distinct and sorted; empty when it passed.",
         "deciding_b.records_sha256": "As in `deciding_a`.",
+        "records": "What changed in the slot's accepted records from A to B (a run that did not accept the slot has "
+                   "none: a fix's records are all added, a regression's all removed); null when neither run "
+                   "accepted it. Records equal in both runs are unchanged; of the others, those with the same name "
+                   "are changed, the rest added or removed.",
+        "records.added": "Records only in B.",
+        "records.removed": "Records only in A.",
+        "records.changed": "Records of A and B with the same name and other fields.",
+        "records.unchanged": "Records equal in both runs.",
+        "records.listed": "The first changes (changed, then added, then removed; records in document order), at "
+                          "most 12 per slot.",
+        "records.listed[].change": "`changed`, `added` or `removed`.",
+        "records.listed[].record": "The record's transcript-grounded name, as its family names it: e.g. `The spell "
+                                   "\"Shield\" cast by \"SAM\"`, `The NPC \"Grog\"`, `The turn of \"Vex\" in "
+                                   "round 2`.",
+        "records.listed[].fields": "A changed record's fields that differ (nested ones by dotted path, e.g. "
+                                   "`cast.level`); empty for an added or removed record.",
+        "records.listed[].fields[].field": "The field's path in the record.",
+        "records.listed[].fields[].a": "Its value in A, as compact JSON (a list of evidence ranges as `units 86–87, "
+                                       "90`), cut at 80 characters; null when the record has no such field in A.",
+        "records.listed[].fields[].b": "The same in B.",
+        "records.more": "Changes not listed (the bound): added + removed + changed − the listed ones.",
     },
     example={
-        "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0003",
+        "family": "spells", "source_id": "crd3:C1E001", "chunk_id": "x-0026",
         "transition": {"from": "accepted", "to": "accepted"}, "change": "records_changed",
-        "deciding_a": {"candidate_id": "c-8f02cc53df611979", "attempt": 1, "reason_codes": [],
-                       "records_sha256": "e7192ad4b3fb5b31a8fa28876133e0d2d0e65f24b00719abd7087222a837b82a"},
-        "deciding_b": {"candidate_id": "c-e6bf2a944ef4e2522070e4aa42db3a79", "attempt": 2, "reason_codes": [],
-                       "records_sha256": "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"},
+        "deciding_a": {"candidate_id": "c-1f4fc5e9130f11b5", "attempt": 1, "reason_codes": ["unjudged"],
+                       "records_sha256": "44ba39de0ba9590cbf7270f5fe8b37b7bea30349d6ec6341de01d1dabd227f6d"},
+        "deciding_b": {"candidate_id": "c-f8914fbf3236a51162c7740d9248f3d3", "attempt": 2,
+                       "reason_codes": ["judge_unsure"],
+                       "records_sha256": "65ac15307e547696c70f8d95154f45d119583d9ee8918567bdf9d00750ee7e4c"},
+        "records": {"added": 0, "removed": 0, "changed": 1, "unchanged": 0, "more": 0, "listed": [
+            {"change": "changed", "record": "The spell \"Fireball\" cast by \"ORION\"",
+             "fields": [{"field": "cast.level", "a": "5", "b": "3"},
+                        {"field": "evidence", "a": "units 769–770", "b": "units 757–759, 769"}]}]},
     },
 )
 
@@ -324,6 +353,8 @@ _SLOT_OUTCOMES = {
 _REFRESH_COUNTS = {
     "slots_to_refresh": "slots with no current attempt, not deferred and without a retry request (and "
                         "reconciliation slots waiting for an attempt on the current entry list)",
+    "slots_on_earlier_prompt": "of the slots to refresh, those whose attempts are all under an earlier prompt or "
+                               "schema (the others are reconciliation slots waiting for their entry list)",
     "refresh_requests": "refresh requests written (0 without `--refresh-stale`): one per slot to refresh",
     "excerpt_chars": "characters of transcript excerpt (reconciliations: of entry list) those requests send",
     "artifacts_current": "accepted artifacts from a current attempt",
@@ -486,9 +517,11 @@ MANIFEST_EXAMPLE: dict[str, Any] = {
     "refresh": {"artifacts_current": 1260, "artifacts_stale": 0,
                 "by_family": {"spells": {"artifacts_current": 136, "artifacts_stale": 0, "current_over_stale": 119,
                                          "entry_list_changed": 0, "entry_list_slots_waiting": 0,
-                                         "excerpt_chars": 0, "refresh_requests": 0, "slots_to_refresh": 0}},
+                                         "excerpt_chars": 0, "refresh_requests": 0, "slots_on_earlier_prompt": 0,
+                                         "slots_to_refresh": 0}},
                 "current_over_stale": 119, "entry_list_changed": 0, "entry_list_slots_waiting": 0,
-                "excerpt_chars": 0, "refresh_requests": 0, "refresh_stale": True, "slots_to_refresh": 0},
+                "excerpt_chars": 0, "refresh_requests": 0, "refresh_stale": True, "slots_on_earlier_prompt": 0,
+                "slots_to_refresh": 0},
     "runner": "FnApiRunner",
     "totals": {"accepted": 1260, "deferred": 0, "exhausted": 17, "retry": 43, "stale": 142, "superseded": 134},
     "transcript_conservation": {"dead_letters": 0, "holds": True, "transcripts_in": 2, "usable": 2},

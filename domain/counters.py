@@ -103,6 +103,9 @@ def reordering_saved_deferrals(family: str) -> str:
 # Prompt revisions (contract §6.1, §4.1): "revision/<family>/<counter>", each with its name in the
 # manifest's ``refresh`` block (domain.manifest.refresh_block says what each counts).
 REFRESH_DUE = "refresh_due"
+# The slots to refresh because their attempts are all under an earlier prompt or schema; the others are
+# reconciliations waiting for their entry list (contract §4.1), so that each due slot has one reason.
+REFRESH_DUE_STALE = "refresh_due_stale"
 REFRESH = "refresh"
 REFRESH_EXCERPT_CHARS = "refresh_excerpt_chars"
 ACCEPTED_CURRENT = "accepted_current"
@@ -110,7 +113,8 @@ ACCEPTED_STALE = "accepted_stale"
 CURRENT_OVER_STALE = "current_over_stale"
 ENTRY_LIST_CHANGED = "entry_list_changed"
 ENTRY_LIST_WAITING = "entry_list_waiting"
-REVISION_COUNTS = ((REFRESH_DUE, "slots_to_refresh"), (REFRESH, "refresh_requests"),
+REVISION_COUNTS = ((REFRESH_DUE, "slots_to_refresh"), (REFRESH_DUE_STALE, "slots_on_earlier_prompt"),
+                   (REFRESH, "refresh_requests"),
                    (REFRESH_EXCERPT_CHARS, "excerpt_chars"), (ACCEPTED_CURRENT, "artifacts_current"),
                    (ACCEPTED_STALE, "artifacts_stale"), (CURRENT_OVER_STALE, "current_over_stale"),
                    (ENTRY_LIST_CHANGED, "entry_list_changed"), (ENTRY_LIST_WAITING, "entry_list_slots_waiting"))
@@ -126,7 +130,7 @@ class FamilyKeys:
     A plain slotted class, not a dataclass: nothing to generate at import."""
 
     __slots__ = ("accepted", "superseded", "retry", "exhausted", "deferred", "stale", "invariant_failures",
-                 "refresh_due", "refresh", "refresh_excerpt_chars", "accepted_current", "accepted_stale",
+                 "refresh_due", "refresh_due_stale", "refresh", "refresh_excerpt_chars", "accepted_current", "accepted_stale",
                  "current_over_stale", "entry_list_changed", "entry_list_waiting", "reordering_saved_retries",
                  "reordering_saved_deferrals")
 

@@ -135,8 +135,8 @@ def walk_judges(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
                     missing.append(one)
             elif one.answer.verdict == VERDICT_FAIL:
                 adapted = results[n].adapted
-                assert adapted is not None and spec.record_subject is not None  # passing; declared with judges
-                failing.extend(fail_issues(judge, one.answer, adapted.records, spec.list_field, spec.record_subject,
+                assert adapted is not None  # a passing attempt has its typed records
+                failing.extend(fail_issues(judge, one.answer, adapted.records, spec.list_field, spec.subject_of,
                                            lambda record: evidence_ranges(record, known), judging.forbidden))
             else:
                 passed.append(one)

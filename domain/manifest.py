@@ -161,6 +161,9 @@ def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
       whose highest attempt is below ``MAX_ATTEMPT_NUMBER`` (``domain.revision.refresh_due``), and
       reconciliation slots waiting for an attempt on the current entry list (the one deferral
       that is refreshed, contract §4.1);
+    - ``slots_on_earlier_prompt``: of those, the slots whose attempts are all under an earlier prompt or
+      schema (the rest, ``slots_to_refresh - slots_on_earlier_prompt``, are reconciliations waiting for
+      their entry list: each slot to refresh is counted for one reason);
     - ``refresh_requests``: refresh requests written (0 unless ``--refresh-stale``), one per such slot;
     - ``excerpt_chars``: characters of transcript excerpt (reconciliations: entry list) they send;
     - ``artifacts_current`` / ``artifacts_stale``: accepted artifacts from current / stale attempts;
@@ -176,3 +179,15 @@ def refresh_block(counts: Mapping[str, int], *, enabled: bool) -> dict:
                  for family in sorted(FAMILIES)}
     totals = {name: sum(f[name] for f in by_family.values()) for _, name in REVISION_COUNTS}
     return {"refresh_stale": enabled, **totals, "by_family": by_family}
+
+
+def refresh_reasons(refresh: Mapping[str, Any]) -> tuple[int, int]:
+    """(slots to refresh because their prompt or schema changed, reconciliation slots to refresh because they
+    wait for their entry list) of a ``refresh`` block or one family's entry in it: every slot to refresh in
+    exactly one. A manifest written before ``slots_on_earlier_prompt`` was counted: the waiting slots are
+    taken off the slots to refresh."""
+    due = int(refresh.get("slots_to_refresh", 0) or 0)
+    stale = refresh.get("slots_on_earlier_prompt")
+    if not isinstance(stale, int):
+        stale = max(due - int(refresh.get("entry_list_slots_waiting", 0) or 0), 0)
+    return stale, due - stale

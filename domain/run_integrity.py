@@ -403,6 +403,11 @@ def _refresh_problems(read: ManifestReader, families: list[str] | None) -> tuple
             parts = [read.count("refresh", "by_family", family, name) for family in families]
             problems += _contradiction(f"refresh.{name}", read.count("refresh", name),
                                        f"the sum of refresh.by_family.*.{name}", _sum(parts))
+    if isinstance(refresh, Mapping) and "slots_on_earlier_prompt" in refresh:  # not in runs made before it
+        stale, due = read.count("refresh", "slots_on_earlier_prompt"), read.count("refresh", "slots_to_refresh")
+        if stale is not None and due is not None and stale > due:
+            problems.append(f"the manifest contradicts itself: refresh.slots_on_earlier_prompt {stale} > "
+                            f"refresh.slots_to_refresh {due} (they are some of the slots to refresh)")
     if enabled is False and requests:
         problems.append(f"the manifest contradicts itself: refresh.refresh_requests {requests} without "
                         "refresh.refresh_stale (no refresh request is written without --refresh-stale)")
@@ -495,8 +500,14 @@ _JUDGE_VERDICT_PARTS = ("pass", "fail", "unsure", "superseded", "unusable", "sta
 def _verdict_usage_problems(read: ManifestReader) -> list[str]:
     """``verdict_usage`` against itself and the ``judges`` block: the same judges, each judge's totals the sums
     of its producers' cells, no more verdicts with usage than the judge's verdict records, no more cached input
-    tokens than input tokens. A manifest made before the block (none) is not checked."""
-    if not isinstance(read.manifest, Mapping) or "verdict_usage" not in read.manifest:
+    tokens than input tokens. A manifest made before the block (none) is not checked, unless it names judges:
+    a run with judges has written the block since judges exist in a release (issue 41 landed with them)."""
+    if not isinstance(read.manifest, Mapping):
+        return []
+    if "verdict_usage" not in read.manifest:
+        judges = read.manifest.get("judges")
+        if isinstance(judges, Mapping) and judges:
+            return [f"the manifest has no verdict_usage block, though it names judges ({', '.join(map(str, judges))})"]
         return []
     block, judges = read.block("verdict_usage"), read.block("judges")
     if block is None:

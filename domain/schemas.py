@@ -447,6 +447,41 @@ SLOT_OUTCOMES = ("accepted", "retry", "refresh", "exhausted", "deferred", "absen
 SLOT_CHANGES = ("regression", "fix", "records_changed", "other")
 DECIDING_DOC = ("The attempt the slot's outcome rests on in this run (the accepted one, the one a request replaces, "
                 "else the latest); null when the run holds nothing of the slot.")
+# = analysis.record_diff.RECORD_CHANGES and RECORDS_LISTED (a test keeps them equal).
+RECORD_CHANGES = ("changed", "added", "removed")
+RECORDS_LISTED = 12
+RECORDS_DOC = ("What changed in the slot's accepted records from A to B (a run that accepted nothing has no records): "
+               "every record counted once, the first changes listed by the record's name; null when neither run "
+               "accepted the slot.")
+
+
+def _records_json_schema() -> dict:
+    count = {"type": "integer", "minimum": 0}
+    value = {"type": ["string", "null"]}
+    field_change = {"type": "object", "additionalProperties": False, "required": ["field", "a", "b"],
+                    "properties": {"field": {"type": "string"}, "a": value, "b": value}}
+    change = {"type": "object", "additionalProperties": False, "required": ["change", "record", "fields"],
+              "properties": {"change": {"enum": list(RECORD_CHANGES)}, "record": {"type": "string"},
+                             "fields": {"type": "array", "items": field_change}}}
+    return {"type": ["object", "null"], "additionalProperties": False, "description": RECORDS_DOC,
+            "required": ["added", "removed", "changed", "unchanged", "listed", "more"],
+            "properties": {"added": count, "removed": count, "changed": count, "unchanged": count,
+                           "listed": {"type": "array", "maxItems": RECORDS_LISTED, "items": change},
+                           "more": count}}
+
+
+def _records_avro_schema() -> dict:
+    field_change = {"type": "record", "name": "FieldChange", "fields": [
+        {"name": "field", "type": "string"}, {"name": "a", "type": ["null", "string"]},
+        {"name": "b", "type": ["null", "string"]}]}
+    change = {"type": "record", "name": "RecordChange", "fields": [
+        {"name": "change", "type": {"type": "enum", "name": "RecordChangeKind", "symbols": list(RECORD_CHANGES)}},
+        {"name": "record", "type": "string"},
+        {"name": "fields", "type": {"type": "array", "items": field_change}}]}
+    return {"type": "record", "name": "RecordChanges", "doc": RECORDS_DOC, "fields": [
+        *({"name": name, "type": "long"} for name in ("added", "removed", "changed", "unchanged")),
+        {"name": "listed", "type": {"type": "array", "items": change}},
+        {"name": "more", "type": "long"}]}
 
 
 def slot_change_json_schema() -> dict:
@@ -467,7 +502,7 @@ def slot_change_json_schema() -> dict:
         "title": "Slot whose outcome or accepted records differ between two runs (v1)",
         "type": "object",
         "additionalProperties": False,
-        "required": ["family", "source_id", "chunk_id", "transition", "change", "deciding_a", "deciding_b"],
+        "required": ["family", "source_id", "chunk_id", "transition", "change", "deciding_a", "deciding_b", "records"],
         "properties": {
             "family": {"type": "string"},
             "source_id": {"type": "string"},
@@ -479,6 +514,7 @@ def slot_change_json_schema() -> dict:
                                       "accepted in both with other records; other: another outcome"},
             "deciding_a": deciding,
             "deciding_b": deciding,
+            "records": _records_json_schema(),
         },
     }
 
@@ -506,6 +542,7 @@ def slot_change_avro_schema() -> dict:
             {"name": "change", "type": {"type": "enum", "name": "SlotChange", "symbols": list(SLOT_CHANGES)}},
             {"name": "deciding_a", "type": ["null", deciding]},
             {"name": "deciding_b", "type": ["null", "DecidingAttempt"]},
+            {"name": "records", "type": ["null", _records_avro_schema()], "default": None},
         ],
     }
 

@@ -199,6 +199,7 @@ def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], 
         counts.append((keys.exhausted, 1))
     if refresh_due(has_current=any(current), retried=outcome == OUTCOME_RETRY, attempts_spent=attempts_spent):
         counts.append((keys.refresh_due, 1))
+        counts.append((keys.refresh_due_stale, 1))  # no current attempt: its prompt (or schema) changed
         if refresh_stale:
             replaced = judged[-1] if chosen is None else judged[chosen]
             request = _refresh_request(spec, chunk_id, ctx, replaced, attempts, prompt_fp, schema_fp, list_fp, keys,

@@ -19,6 +19,7 @@ does not, 1 on a refused command line or folder.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -29,10 +30,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 
 from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, COMPARE_JSON, COMPARED_OUTPUTS,
-                              OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SLOT_CHANGES,
-                              SLOT_OUTCOMES, SLOTS_OUTPUT, RowError, Slot, comparison_document, comparison_manifest,
-                              compare_slot, compared_output, document_facts, facts_by_slot, input_name, listed_rows,
-                              merged, rows_block, slot_row_order)
+                              OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SITUATION_ABSENT, SITUATION_ENTRY_LIST,
+                              SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
+                              SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
+                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, SLOTS_OUTPUT, RowError, Slot,
+                              comparison_document, comparison_manifest, compare_slot, compared_output, document_facts,
+                              facts_by_slot, input_name, listed_rows, merged, page_name, PAGES_FOLDER, rows_block,
+                              situation_of_row,
+                              slot_row_order)
+from analysis.record_diff import RECORD_ADDED, RECORD_REMOVED
 from domain.assets import load_json_asset
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO, arrow_schema_path
@@ -173,6 +179,14 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         | "WriteSlots" >> WriteOutputs({SLOTS_OUTPUT: spec}, output)
     )
     files = written | "AllFiles" >> beam.combiners.ToList()  # (label, final path, facts) of every file
+    described = {run: describe_run(runs[run], manifests[run]) for run in RUNS}
+    pages = (  # one page per source, its changed slots in memory at once (never the whole comparison's)
+        rows
+        | "BySource" >> beam.Map(lambda row: (row["source_id"], row))
+        | "GroupBySource" >> beam.GroupByKey()
+        | "WritePages" >> beam.Map(write_source_page, output, described)
+        | "AllPages" >> beam.combiners.ToList()
+    )
 
     examples = (
         rows
@@ -183,14 +197,13 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
     counts = read_counts | "SumReadCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
     listed = {run: listed_rows(manifests[run]) for run in RUNS}
     families = sorted({family for run in RUNS for family in (manifests[run].get("outcomes") or {})})
-    described = {run: describe_run(runs[run], manifests[run]) for run in RUNS}
     (
         comparisons
         | "Tally" >> beam.Map(lambda comparison: comparison.tally())
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
         | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
                                  examples=beam.pvalue.AsSingleton(examples), cost=cost)
-        | "WriteDocuments" >> beam.Map(write_documents, output)
+        | "WriteDocuments" >> beam.Map(write_documents, output, pages=beam.pvalue.AsSingleton(pages))
         # The commit record: after the documents and every slot file are in place.
         | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
                                       files=beam.pvalue.AsSingleton(files))
@@ -227,14 +240,16 @@ def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
             "runner": manifest.get("runner")}
 
 
-def write_documents(document: dict, output: str) -> tuple[dict, dict]:
-    """compare.json and compare.html; returns the document and their facts (bytes, sha256) for the manifest."""
+def write_documents(document: dict, output: str, pages: Sequence[Mapping[str, Any]] = ()) -> tuple[dict, dict]:
+    """compare.json and compare.html (the pages are written already); returns the document and the facts
+    (bytes, sha256) of every document, the pages' included, for the manifest."""
     data = {COMPARE_JSON: orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                        | orjson.OPT_APPEND_NEWLINE),
-            COMPARE_HTML: render_comparison(document).encode("utf-8")}
+            COMPARE_HTML: render_comparison(document, pages).encode("utf-8")}
     for name, content in data.items():
         write_document(content, join_path(output, name))
-    return document, {name: document_facts(content) for name, content in data.items()}
+    facts = {name: document_facts(content) for name, content in data.items()}
+    return document, {**facts, **{page["page"]: page["facts"] for page in pages}}
 
 
 def write_manifest(written: tuple[dict, dict], output: str, options: Mapping[str, Any], runner: str,
@@ -254,7 +269,10 @@ OUTCOME_COLOURS = {"accepted": "#2e7d32", "retry": "#f9a825", "refresh": "#00838
 CHANGE_COLOURS = {"regression": "#c62828", "fix": "#2e7d32", "records_changed": "#1565c0", "other": "#9e9e9e"}
 TOP_REASON_CODES = 15
 # The report's style, and tables of text (slots, attempts) read from the left.
-PAGE_STYLE = STYLE + "table.text td,table.text th{text-align:left}\n"
+PAGE_STYLE = STYLE + ("table.text td,table.text th{text-align:left;vertical-align:top}\n"
+                      "ul.records{margin:0;padding-left:0;list-style:none}ul.records li{margin:0 0 2px}\n"
+                      "li.added{color:#2e7d32}li.removed{color:#c62828}span.counts{color:#555;font-size:.85em}\n"
+                      "span.attempts{font-size:.8em;color:#555;word-break:break-all}\n")
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[Any]], foot: Sequence[Any] | None = None,
@@ -346,20 +364,170 @@ def _attempt_text(deciding: Mapping[str, Any] | None) -> str:
         f" <code>{e(codes)}</code>" if codes else "")
 
 
-def examples_section(document: Mapping[str, Any]) -> str:
-    body = ""
-    for change in SLOT_CHANGES:
-        found = document["examples"].get(change) or []
-        if not found:
-            continue
-        total = document["total"]["changes"][change]
-        body += f"<h3>{e(change)} ({total}{', the first ' + str(len(found)) if total > len(found) else ''})</h3>"
-        body += _table(["slot", "A → B", "deciding in A", "deciding in B"],
-                       [[f"{e(r['family'])} / {e(r['source_id'])} / {e(r['chunk_id'])}",
-                         f"{e(r['transition']['from'])} → {e(r['transition']['to'])}",
-                         _attempt_text(r["deciding_a"]), _attempt_text(r["deciding_b"])] for r in found], text=True)
-    return section("slots", "Changed slots", (body or "<p>No slot changed.</p>")
-                   + "<p>Every changed slot is a row of <code>slots/</code>.</p>")
+# --- what changed and what to do next: the situations, every changed slot -------------------------------
+
+def _export(folder: str, kinds: str, again: str = "run the job again") -> str:
+    where = f"{folder.rstrip('/')}/retry_requests/part-*"
+    return (f"<code>notarius-reprocess export-batch --retry-requests '{e(where)}' --kinds {e(kinds)} --transcripts ... "
+            "--provider P --model M --output DIR</code>, send the batch, <code>import-batch</code> the results, add "
+            f"them to the archive and {again}")
+
+
+def situation_texts(b: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Per situation (``analysis.compare.SITUATIONS``): what it means, and what to do next (``b``: what
+    compare.json says of run B: its folder is in the commands, and whether it wrote refresh requests)."""
+    b_folder = str(b["folder"])
+    refresh_first = ("" if b.get("refresh_stale") else
+                     "Run B again with <code>--refresh-stale</code> (B ran without it, so it wrote none), then ")
+    return {
+        SITUATION_RECORDS_CHANGED: (
+            "Accepted in both runs, with other records: the slot's row says which records were added, removed or "
+            "changed, and which of their fields differ.",
+            "Read the record changes. If B's are right, nothing to do; if they are worse, the revision made them "
+            "worse: revise the prompt again and refresh (<code>--refresh-stale</code>)."),
+        SITUATION_NEWLY_ACCEPTED: (
+            "Accepted in B, not in A: a retry or refresh answer, or a judge's verdict, made it pass (its records are "
+            "all added).",
+            "Nothing to do."),
+        SITUATION_ENTRY_LIST: (
+            "Deferred in B, waiting for its entry list: a reconciliation whose source's chunk registries changed "
+            "(a retry or refresh answer was accepted), so its attempts were made for another list; they are neither "
+            "accepted nor corrected (reason <code>entry_list_changed</code>). Not a defect of the attempts.",
+            (refresh_first or "B wrote one refresh request for each, carrying the current list (its manifest "
+                               "counts these slots in <code>refresh.entry_list_slots_waiting</code>): ")
+            + _export(b_folder, "refresh") + "."),
+        SITUATION_JUDGES: (
+            "Deferred in B, waiting for its judges: its attempt passes the rules and waits on a judge's verdict "
+            "(<code>awaiting_judgment</code>).",
+            _export(b_folder, "judge", "run the job again with <code>--verdicts</code>") + "."),
+        SITUATION_REGISTRY: (
+            "Deferred in B: no registry of its kind is accepted for its source in B, so it cannot be checked yet.",
+            "Look at the registry slots of the same source (their rows): once they are accepted, run again."),
+        SITUATION_RETRY: (
+            "No attempt passes in B (a rule or a judge's fail: B's reason codes say which); B wrote a retry request "
+            "with correction guidance.",
+            _export(b_folder, "retry") + "."),
+        SITUATION_REFRESH: (
+            "No attempt passes in B and its retry budget is spent, but it rests only on attempts under an earlier "
+            "prompt: B wrote a refresh request.",
+            _export(b_folder, "refresh") + "."),
+        SITUATION_EXHAUSTED: (
+            "No attempt passes in B and its retry budget (<code>--max-attempts</code>) is spent: no request.",
+            "Read B's reason codes: revise the prompt, or run again with a higher <code>--max-attempts</code>."),
+        SITUATION_ABSENT: (
+            "B holds nothing of the slot: none of its candidates was among B's inputs.",
+            "Check B's <code>--candidates</code> and <code>--families</code>: compare runs over the same archive."),
+    }
+
+
+def situation_anchor(name: str) -> str:
+    return f"situation-{name}"
+
+
+def situations_section(document: Mapping[str, Any], indexed: bool) -> str:
+    """Every situation a changed slot of this comparison is in: how many, what it means, what to do next."""
+    total = document["total"]
+    counts = total.get("situations") or {}
+    texts = situation_texts(document["runs"][RUN_B])
+    rows = [[f'<span id="{situation_anchor(name)}">{e(name.replace("_", " "))}</span>', f"<b>{counts[name]}</b>",
+             texts[name][0], texts[name][1]] for name in SITUATIONS if counts.get(name)]
+    if not rows:
+        return section("next", "What changed and what to do next", "<p>No slot changed.</p>")
+    where = ('every changed slot is listed on the page of its source (<a href="#sources">below</a>)' if indexed
+             else f"the comparison's page, <code>{COMPARE_HTML}</code>, lists every changed slot, by source")
+    return section("next", "What changed and what to do next",
+                   f"<p>Each of the {total['changed_slots']} changed slots is in one situation: where it stands in "
+                   f"B. A regression (accepted in A, not in B) is in the situation that says why; {where}.</p>"
+                   + _table(["situation", "slots", "what it means", "what to do next"], rows, text=True))
+
+
+def sources_section(pages: Sequence[Mapping[str, Any]]) -> str:
+    """compare.html's index of the pages: one per source with a changed slot, every slot on one of them."""
+    if not pages:
+        return section("sources", "Changed slots, by source", "<p>No slot changed.</p>")
+    rows = [[f'<a href="{e(p["page"])}">{e(p["source_id"])}</a>', f"<b>{p['slots']}</b>",
+             *(p["changes"].get(change, 0) or "·" for change in SLOT_CHANGES)]
+            for p in sorted(pages, key=lambda p: p["source_id"])]
+    return section("sources", "Changed slots, by source",
+                   f"<p>Every changed slot, on the page of its source ({sum(p['slots'] for p in pages)} in all; each "
+                   "is also a row of <code>slots/</code>).</p>"
+                   + _table(["source", "changed slots", *SLOT_CHANGES], rows, text=True))
+
+
+def records_html(records: Mapping[str, Any] | None) -> str:
+    """A slot row's ``records``: the listed changes by name, the fields that differ, and what was left out."""
+    if not records:
+        return "–"
+    items = []
+    for change in records["listed"]:
+        name = e(change["record"])
+        if change["change"] == RECORD_ADDED:
+            items.append(f'<li class="added">+ {name}</li>')
+        elif change["change"] == RECORD_REMOVED:
+            items.append(f'<li class="removed">− {name}</li>')
+        else:
+            fields = "; ".join(f"<code>{e(f['field'])}</code> {_value(f['a'])} → {_value(f['b'])}"
+                               for f in change["fields"])
+            items.append(f'<li class="changed">~ {name}: {fields}</li>')
+    if records["more"]:
+        items.append(f"<li>… and {records['more']} more change(s), not listed</li>")
+    counts = ", ".join(f"{records[kind]} {kind}" for kind in ("added", "removed", "changed", "unchanged")
+                       if records[kind])
+    if not items:
+        counts = "the same records, in another order" if records["unchanged"] else "no records in either run"
+    return f'<ul class="records">{"".join(items)}</ul><span class="counts">{e(counts)}</span>'
+
+
+def _value(shown: str | None) -> str:
+    return "<i>none</i>" if shown is None else f"<code>{e(shown)}</code>"
+
+
+def render_source_page(source_id: str, rows: Sequence[Mapping[str, Any]], runs: Mapping[str, Mapping]) -> str:
+    """pages/<source>.html: every changed slot of one source, by family, with what changed in its records and
+    its situation (linked to what it means and what to do next on compare.html)."""
+    index = "../" + COMPARE_HTML
+    by_family: dict[str, list] = {}
+    for row in sorted(rows, key=slot_row_order):
+        by_family.setdefault(row["family"], []).append(row)
+    parts = [f'<p class="meta"><a href="{e(index)}">← the comparison</a> · '
+             + e(" · ".join(f"{run.upper()}: {runs[run]['folder']}" for run in RUNS)) + "</p>",
+             f"<p>{len(rows)} changed slot(s) of this source, by family. <i>Situation</i>: where the slot stands in "
+             f'B; <a href="{e(index)}#next">what each means and what to do next</a>. Records: '
+             "<b>+</b> added, <b>−</b> removed, <b>~</b> changed (the fields that differ, A → B).</p>"]
+    for family, found in by_family.items():
+        parts.append(section(f"family-{e(family)}", f"{family} ({len(found)})", _table(
+            ["chunk", "A → B", "change: situation", "records", "deciding attempt in A, in B"],
+            [[e(r["chunk_id"]), f"{e(r['transition']['from'])} → {e(r['transition']['to'])}",
+              _change_text(index, r), records_html(r.get("records")),
+              f'<span class="attempts">A: {_attempt_text(r["deciding_a"])}<br>B: {_attempt_text(r["deciding_b"])}'
+              "</span>"] for r in found], text=True)))
+    return _page(f"notarius-reprocess comparison: {source_id}", f"Changed slots of {source_id}", "\n".join(parts))
+
+
+def _change_text(index: str, row: Mapping[str, Any]) -> str:
+    """The slot's change and its situation (one word when they say the same)."""
+    name = situation_of_row(row)
+    link = _situation_link(index, name)
+    return link if name == row["change"] else f"{e(row['change'])}: {link}"
+
+
+def _situation_link(index: str, name: str | None) -> str:
+    if name is None:
+        return "–"
+    return f'<a href="{e(index)}#{situation_anchor(name)}">{e(name.replace("_", " "))}</a>'
+
+
+def write_source_page(grouped: tuple[str, Iterable[Mapping[str, Any]]], output: str,
+                      runs: Mapping[str, Mapping]) -> dict:
+    """One source's page (``(source_id, its changed slots' rows)``), written; what the index and the manifest
+    say of it."""
+    source_id, rows = grouped[0], list(grouped[1])
+    name = page_name(source_id)
+    data = render_source_page(source_id, rows, runs).encode("utf-8")
+    write_document(data, join_path(output, name))
+    changes = Counter(row["change"] for row in rows)
+    return {"source_id": source_id, "page": name, "slots": len(rows), "changes": dict(changes),
+            "facts": document_facts(data)}
 
 
 def conservation_section(document: Mapping[str, Any]) -> str:
@@ -375,9 +543,10 @@ def conservation_section(document: Mapping[str, Any]) -> str:
                    f"<p>Rows read of the rows each run's manifest lists — {verdict(bool(rows['holds']))}</p>" + table)
 
 
-def comparison_sections(document: Mapping[str, Any]) -> str:
-    """The comparison as report sections (figures, transitions, families, requests, reason codes, changed slots,
-    conservation): what ``compare.html`` shows, for a page of the report's style to include."""
+def comparison_sections(document: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The comparison as report sections (figures, transitions, families, requests, reason codes, what changed
+    and what to do next, conservation): what ``compare.html`` shows, for a page of the report's style to
+    include. With ``pages`` (compare.html itself), the index of the pages that list every changed slot."""
     total = document["total"]
     changes = total["changes"]
     cards = [figure(total["slots"]["in_a_or_b"], "slots in A or B"),
@@ -389,26 +558,33 @@ def comparison_sections(document: Mapping[str, Any]) -> str:
     return "\n".join([
         '<div class="figures">' + "".join(cards) + "</div>",
         transitions_section(document), families_section(document), requests_section(document),
-        reason_codes_section(document), examples_section(document), conservation_section(document),
+        reason_codes_section(document),
+        situations_section(document, indexed=pages is not None),
+        *([] if pages is None else [sources_section(pages)]),
+        conservation_section(document),
     ])
 
 
-def render_comparison(document: Mapping[str, Any]) -> str:
-    """compare.html: static, no script, every value escaped; the same document gives the same bytes."""
+def render_comparison(document: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) -> str:
+    """compare.html: static, no script, every value escaped; the same document and pages give the same bytes."""
     runs = document["runs"]
     meta = " · ".join(f"{run.upper()}: {runs[run]['folder']} ({runs[run].get('output_format') or '?'})"
                       for run in RUNS)
+    return _page("notarius-reprocess comparison", "notarius-reprocess comparison",
+                 f'<p class="meta">{e(meta)}</p>\n' + comparison_sections(document, pages)
+                 + comparison_cost_section(document))
+
+
+def _page(title: str, heading: str, body: str) -> str:
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>notarius-reprocess comparison</title>",
+        f"<title>{e(title)}</title>",
         f"<style>{PAGE_STYLE}</style></head><body><main>",
-        "<h1>notarius-reprocess comparison</h1>",
-        f'<p class="meta">{e(meta)}</p>',
-        comparison_sections(document),
-        comparison_cost_section(document),
+        f"<h1>{e(heading)}</h1>",
+        body,
         "</main></body></html>",
     ]) + "\n"
 
@@ -418,7 +594,7 @@ def render_comparison(document: Mapping[str, Any]) -> str:
 def _writes() -> list[str]:
     """Paths (relative to --output) compare writes: what the run folders must not reach."""
     return ([f"{SLOTS_OUTPUT}/part-00000-of-00001{suffix}" for suffix in SUFFIX_FORMATS]
-            + [COMPARE_JSON, COMPARE_HTML, MANIFEST_NAME])
+            + [COMPARE_JSON, COMPARE_HTML, page_name("source"), MANIFEST_NAME])
 
 
 def _job_flags() -> list[str]:
@@ -514,6 +690,7 @@ def format_summary(document: Mapping[str, Any], output: str) -> str:
     if not moved:
         lines.append("  every slot kept its outcome")
     lines.append("changes: " + ", ".join(f"{total['changes'][c]} {c}" for c in SLOT_CHANGES))
+    lines.extend(situation_lines(total))
     lines.append("accepted artifacts: " + ", ".join(f"{total['artifacts'][a]} {a}" for a in ARTIFACT_CHANGES))
     answered = total["requests_answered"]
     lines.append(f"requests of A answered in B: {answered['answered']} of {answered['requests']} "
@@ -527,8 +704,8 @@ def format_summary(document: Mapping[str, Any], output: str) -> str:
                  f"rows read as listed: {'yes' if rows['holds'] else 'NO'} -> "
                  f"{'holds' if document['conservation']['holds'] else 'DOES NOT HOLD'}")
     lines.extend(cost_summary_lines(document))
-    lines.append(f"outputs under {output}: {SLOTS_OUTPUT}/ (the changed slots), {COMPARE_JSON}, {COMPARE_HTML}, "
-                 f"{MANIFEST_NAME}")
+    lines.append(f"outputs under {output}: {SLOTS_OUTPUT}/ (the changed slots), {COMPARE_JSON}, {COMPARE_HTML} "
+                 f"(and {PAGES_FOLDER}/: every changed slot, one page per source), {MANIFEST_NAME}")
     return "\n".join(lines)
 
 
@@ -554,6 +731,15 @@ def cost_summary_lines(document: Mapping[str, Any]) -> list[str]:
              f"refresh requests): {said(refresh['total'])}"
              + (f"; {refresh['unanswered_total']} not answered" if refresh["unanswered_total"] else "")]
     return lines
+
+
+def situation_lines(total: Mapping[str, Any]) -> list[str]:
+    """Where the changed slots stand in B, the most first (compare.html says what each means and what to do)."""
+    counts = [(n, name) for name, n in (total.get("situations") or {}).items() if n]
+    if not counts:
+        return []
+    listed = ", ".join(f"{n} {name.replace('_', ' ')}" for n, name in sorted(counts, key=lambda c: (-c[0], c[1])))
+    return [f"where they stand in B: {listed} ({COMPARE_HTML}: what each means, what to do next, every slot)"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,6 +51,7 @@ from pipelines.guards import claimed_output
 from pipelines.options import read_prices
 from pipelines.outputs import read_manifest
 from pipelines.run_cost import Target, cost_lines
+from domain.manifest import refresh_reasons
 from pipelines.interruption import run_command, signals_deferred
 from runners.collector import freeze_for_exit
 from transforms.files import (FolderLockedError, OutputFolderError, check_output_folder, folder_state,
@@ -91,16 +92,25 @@ def _figures(job_out: Path, truth: Path, folder: Path, comparison=None) -> retry
 
 
 def revision_lines(family: str, run1: dict, run2: dict, imported: int) -> list[str]:
+    """The revision's loop in a few lines; the refresh counts in the words of the job's summary (a slot to
+    refresh rests only on an earlier prompt, or is a reconciliation waiting for its entry list)."""
     before, after = run1["refresh"]["by_family"][family], run2["refresh"]["by_family"][family]
-    return [
+    lines = [
         f"prompt revision of {family}:",
-        f"  run 1: {before['slots_to_refresh']} slots rested only on the earlier prompt; "
+        f"  run 1: {refresh_reasons(before)[0]} slots rested only on the earlier prompt; "
         f"{before['refresh_requests']} refresh requests ({before['excerpt_chars']:,} excerpt characters)",
         f"  backfill: {imported} answers imported under the current prompt",
         f"  run 2: {after['artifacts_current']} of {after['artifacts_current'] + after['artifacts_stale']} artifacts "
         f"from the revised prompt ({after['current_over_stale']} replaced an answer to the earlier one); "
-        f"{after['refresh_requests']} refresh requests left",
+        f"{refresh_reasons(after)[0]} {family} slots left on the earlier prompt",
     ]
+    requests = run2["refresh"]["refresh_requests"]
+    if requests:
+        stale, waiting = refresh_reasons(run2["refresh"])
+        lines.append(f"  run 2 wrote {requests} refresh request(s): {stale} for slots resting only on an earlier "
+                     f"prompt, {waiting} for reconciliation slots deferred, waiting for their entry list (their chunk "
+                     "registries changed, not their prompt)")
+    return lines
 
 
 def revision_closed(family: str, run1: dict, run2: dict) -> bool:

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import orjson
 
 from analysis.run_summary import RunSummary
+from domain.manifest import refresh_reasons
 from pipelines.interruption import run_command
 from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
@@ -82,8 +83,10 @@ def entry_list_note(manifest: Mapping[str, Any]) -> str:
         return ""
     return (f"<p>{changed} reconciliation attempt(s) were made for an entry list that has changed since (the "
             "source's accepted chunk registries changed): they are deferred, not evaluated, and never corrected "
-            f"(reason <code>entry_list_changed</code>). {waiting} slot(s) wait for an attempt on the current list"
-            + (" (each gets a refresh request with <code>--refresh-stale</code>)." if waiting else ".") + "</p>")
+            f"(reason <code>entry_list_changed</code>). {waiting} reconciliation slot(s) are deferred, waiting for "
+            "their entry list"
+            + (" (each gets a refresh request carrying the current list with <code>--refresh-stale</code>)."
+               if waiting else ".") + "</p>")
 
 
 JUDGE_COLUMNS = (  # manifest key, column heading
@@ -153,6 +156,8 @@ def stale_section(manifest: Mapping[str, Any]) -> str:
 
 REFRESH_COLUMNS = (  # manifest key, column heading
     ("slots_to_refresh", "slots to refresh"),
+    ("slots_on_earlier_prompt", "of which on an earlier prompt"),
+    ("entry_list_slots_waiting", "reconciliations waiting for their entry list"),
     ("refresh_requests", "refresh requests"),
     ("excerpt_chars", "excerpt characters"),
     ("artifacts_current", "artifacts, current prompt"),
@@ -170,13 +175,16 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str,
         return section("refresh", "Backfill after a prompt revision", "<p>This run's manifest has no refresh counts.</p>")
     by_family = refresh.get("by_family", {})
     # Families touched by a revision: something stale, refreshed or replaced (the others are all current).
-    touched = ("slots_to_refresh", "refresh_requests", "artifacts_stale", "current_over_stale")
+    touched = ("slots_to_refresh", "refresh_requests", "artifacts_stale", "current_over_stale",
+               "entry_list_slots_waiting")
     rows = [(family, counts) for family, counts in by_family.items() if any(counts.get(k) for k in touched)]
     accepted = int(refresh.get("artifacts_current", 0)) + int(refresh.get("artifacts_stale", 0))
     to_refresh, requests = int(refresh.get("slots_to_refresh", 0)), int(refresh.get("refresh_requests", 0))
     nothing_to_refresh = not to_refresh and not requests
+    on_earlier_prompt, waiting = refresh_reasons(refresh)
     cards = [] if nothing_to_refresh else [
-        figure(to_refresh, "slots resting only on an earlier prompt"),
+        figure(on_earlier_prompt, "slots resting only on an earlier prompt"),
+        *([figure(waiting, "reconciliation slots deferred, waiting for their entry list")] if waiting else []),
         figure(requests, "refresh requests written"),
         figure(f"{int(refresh.get('excerpt_chars', 0)):,}", "characters of excerpt they send")]
     if baseline is not None:
@@ -186,22 +194,28 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str,
     body = ("<p>An attempt is current when its prompt and schema fingerprints are those of the installed assets, "
             "stale otherwise. A passing current attempt wins over every passing stale one. A slot with no current "
             "attempt that is neither deferred nor retried is a slot to refresh: with <code>--refresh-stale</code> it "
-            "gets one refresh request, the plain current prompt over its chunk, once per revision.</p>")
+            "gets one refresh request, the plain current prompt over its chunk, once per revision. So does a "
+            "reconciliation slot deferred, waiting for its entry list (its source's chunk registries changed, so "
+            "its attempts were made for another list): its request carries the current list.</p>")
     if nothing_to_refresh:
         body += ("<p><b>Nothing to refresh:</b> no slot rests only on an earlier prompt in this run, so no refresh "
                  "request was written and no excerpt is sent.</p>")
+    elif not on_earlier_prompt:
+        body += ("<p><b>No slot rests only on an earlier prompt</b>: every slot to refresh is a reconciliation "
+                 "waiting for its entry list.</p>")
     if baseline is not None:
         body += answered_text(baseline)
     body += '<div class="figures">' + "".join(cards) + "</div>"
     if rows:
         head = "".join(f"<th>{e(title)}</th>" for _, title in REFRESH_COLUMNS)
-        table_rows = "".join(f"<tr><td>{e(family)}</td>" + "".join(f"<td>{int(counts.get(k, 0)):,}</td>"
+        table_rows = "".join(f"<tr><td>{e(family)}</td>" + "".join(f"<td>{_refresh_count(counts, k):,}</td>"
                                                                     for k, _ in REFRESH_COLUMNS) + "</tr>"
                              for family, counts in rows)
         per_family = [(family, int(counts.get("slots_to_refresh", 0))) for family, counts in rows
                       if counts.get("slots_to_refresh")]
         body += ((bars(per_family, "#00838f", "slots to refresh per family") if per_family else "")
-                 + "<p>Families with attempts under an earlier prompt:</p>"
+                 + "<p>Per family (a slot to refresh rests only on an earlier prompt or waits for its entry "
+                   "list):</p>"
                  + f"<table><thead><tr><th>family</th>{head}</tr></thead><tbody>{table_rows}</tbody></table>")
     where = f"{output_dir.rstrip('/')}/retry_requests/"
     if requests:
@@ -213,6 +227,14 @@ def refresh_section(manifest: Mapping[str, Any], output_dir: str,
     elif to_refresh and not refresh.get("refresh_stale"):
         body += "<p>No refresh request was written: run the job with <code>--refresh-stale</code> to plan them.</p>"
     return section("refresh", "Backfill after a prompt revision", body)
+
+
+def _refresh_count(counts: Mapping[str, Any], key: str) -> int:
+    """One count of a family's refresh entry (``slots_on_earlier_prompt`` read as ``refresh_reasons`` does, for
+    a run written before it was counted)."""
+    if key == "slots_on_earlier_prompt":
+        return refresh_reasons(counts)[0]
+    return int(counts.get(key, 0))
 
 
 # The request kinds of a comparison's ``requests_answered.by_kind``, in the order the backfill text names them.

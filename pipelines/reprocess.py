@@ -37,7 +37,7 @@ from domain.assets import (
 )
 from domain.counters import OUTCOMES
 from domain.families import FAMILIES
-from domain.manifest import build_manifest
+from domain.manifest import build_manifest, refresh_reasons
 from domain.run_warnings import inputs_needing_reasons, nothing_usable_warnings
 from domain.counters import VERDICTS_UNRESOLVED
 from domain.reprocess import (INPUT_CANDIDATES, INPUT_PRIOR_REGISTRIES, INPUT_TRANSCRIPTS, INPUT_VERDICTS, OUTPUT_LABELS,
@@ -320,20 +320,32 @@ def judges_summary(manifest: dict) -> list[str]:
 
 
 def refresh_summary(refresh: dict | None) -> list[str]:
-    """Prompt revisions (contract §6.1) in the summary: only when some slot rests on stale attempts or was refreshed."""
+    """Refreshes (contract §6.1, 4.1) in the summary: only when some slot is to refresh or was refreshed. Each slot to
+    refresh has one reason: its prompt changed (``earlier prompt``) or it is a reconciliation deferred, waiting
+    for its entry list (``entry list``); the lines name both, by those words."""
     if not refresh or not (refresh["slots_to_refresh"] or refresh["refresh_requests"] or refresh["current_over_stale"]):
         return []
     rows = [(f, r) for f, r in refresh["by_family"].items() if r["slots_to_refresh"] or r["current_over_stale"]]
-    lines = ["", f"{'prompt revision':<24}{'to refresh':>11}{'refresh':>11}{'chars':>11}{'current':>11}{'over stale':>11}"]
+    lines = ["", f"{'to refresh':<24}{'earlier prompt':>15}{'entry list':>11}{'requests':>11}{'chars':>11}"
+                 f"{'current':>11}{'over stale':>11}"]
     for family, r in rows:
-        lines.append(f"{family:<24}{r['slots_to_refresh']:>11}{r['refresh_requests']:>11}{r['excerpt_chars']:>11}"
+        stale, waiting = refresh_reasons(r)
+        lines.append(f"{family:<24}{stale:>15}{waiting:>11}{r['refresh_requests']:>11}{r['excerpt_chars']:>11}"
                      f"{r['artifacts_current']:>11}{r['current_over_stale']:>11}")
+    stale, waiting = refresh_reasons(refresh)
+    reasons = [text for n, text in ((stale, f"{stale} for slots that rest only on attempts under an earlier prompt"),
+                                    (waiting, f"{waiting} for reconciliation slots deferred, waiting for their entry "
+                                              "list (their chunk registries changed)")) if n]
     if refresh["refresh_requests"]:
         lines.append(f"{refresh['refresh_requests']} refresh request(s) in retry_requests/ (kind refresh): "
-                     "export them with export-batch")
-    elif refresh["slots_to_refresh"]:
-        lines.append(f"{refresh['slots_to_refresh']} slot(s) rest only on attempts under an earlier prompt: "
-                     "--refresh-stale writes a refresh request for each")
+                     + "; ".join(reasons) + ". Export them with export-batch")
+    else:
+        if stale:
+            lines.append(f"{stale} slot(s) rest only on attempts under an earlier prompt: --refresh-stale writes a "
+                         "refresh request for each")
+        if waiting:
+            lines.append(f"{waiting} reconciliation slot(s) deferred, waiting for their entry list: --refresh-stale "
+                         "writes a refresh request carrying the current list for each")
     return lines
 
 

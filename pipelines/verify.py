@@ -22,7 +22,8 @@ import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from analysis.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, comparison_folder_problems, document_facts
+from analysis.compare import (COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, PAGES_FOLDER, comparison_folder_problems,
+                              document_facts, is_page_name)
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
 from pipelines.guards import command_as_typed
@@ -141,9 +142,10 @@ def _document(path: str) -> dict | str:
         return f"cannot be read ({type(exc).__name__}: {exc})"
 
 
-def comparison_folder_facts(folder: str, manifest: Any) -> tuple[dict, list[str], dict]:
+def comparison_folder_facts(folder: str, manifest: Any) -> tuple[dict, list[str], dict, list[str]]:
     """What a comparison folder holds now, read as its manifest lists it (by the rules of a run's folder):
-    each listed file's facts, every part file, each document's facts (``comparison_folder_problems``' input)."""
+    each listed file's facts, every part file, each document's facts (compare.json, compare.html and every
+    page), every file under pages/ (``comparison_folder_problems``' input)."""
     folder = normalized_folder(folder)
     present = {relative_path(folder, p) for p in list_files(folder)}
     try:
@@ -151,13 +153,16 @@ def comparison_folder_facts(folder: str, manifest: Any) -> tuple[dict, list[str]
     except ManifestError:
         listed = {}  # the problem is named by comparison_folder_problems
     found = {rel: _listed_file(folder, want) for rel, want in listed.items() if rel in present}
-    documents = {name: _document(join_path(folder, name)) for name in (COMPARE_JSON, COMPARE_HTML) if name in present}
-    return found, [p for p in present if is_part_file(p)], documents
+    documents = {name: _document(join_path(folder, name)) for name in sorted(present)
+                 if name in (COMPARE_JSON, COMPARE_HTML) or is_page_name(name)}
+    pages = sorted(p for p in present if p.startswith(PAGES_FOLDER + "/"))
+    return found, [p for p in present if is_part_file(p)], documents, pages
 
 
 def comparison_problems(folder: str) -> list[str]:
     """A comparison folder checked against its manifest (``analysis.compare.comparison_folder_problems``): every
-    listed file there as listed, no part file unlisted, compare.json and compare.html as written. Whatever the
+    listed file there as listed, no part file or page unlisted, compare.json, compare.html and the pages as
+    written. Whatever the
     folder holds, problems (one line each), never an exception."""
     try:
         folder = normalized_folder(folder)

@@ -21,11 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERED, CHANGE_FIX, CHANGE_OTHER,
-                              CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SLOT_CHANGES,
-                              SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot, SlotInRun, answer_in_b,
-                              artifact_of, attempt_of, classify_change, compare_runs, compare_slot,
-                              comparison_document, comparison_folder_problems, decide, facts_by_slot,
-                              RowError, failed_after_registry_change, listed_rows, rows_block, sum_tallies)
+                              CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SITUATION_ABSENT,
+                              SITUATION_ENTRY_LIST, SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
+                              SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
+                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot,
+                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_runs,
+                              compare_slot, comparison_document, comparison_folder_problems, decide, facts_by_slot,
+                              RowError, failed_after_registry_change, is_page_name, listed_rows, page_name,
+                              records_sha256, rows_block, situation, sum_tallies)
 from domain.assets import load_json_asset, read_asset
 from domain.run_integrity import OutputFile
 from domain import schemas as schemagen
@@ -53,6 +56,10 @@ def accepted(n, cid):
     # a request: its kind; the deciding attempt is the one it replaces, with that attempt's codes
     (SlotInRun((rejected(1, "c1", "b", "a", "b"),), (Request(2, "c1", "retry"),)), "retry", "c1", ("a", "b")),
     (SlotInRun((rejected(3, "c3", "x"),), (Request(4, "c3", "refresh"),)), "refresh", "c3", ("x",)),
+    # a reconciliation waiting for its entry list: deferred, as the job counts it, refresh request or not
+    (SlotInRun((Attempt(1, "c1", "deferred", ("entry_list_changed",)),), (Request(2, "c1", "refresh"),)),
+     "deferred", "c1", ("entry_list_changed",)),
+    (SlotInRun((Attempt(1, "c1", "deferred", ("entry_list_changed",)),)), "deferred", "c1", ("entry_list_changed",)),
     # evaluated, nothing decided: deferred; evaluated and rejected without a request: exhausted (the latest)
     (SlotInRun((Attempt(1, "c1", "deferred"), Attempt(2, "c2", "deferred"))), "deferred", "c2", ()),
     (SlotInRun((rejected(1, "c1", "x"), rejected(3, "c3", "y"), rejected(3, "c2", "z"))), "exhausted", "c3", ("y",)),
@@ -120,9 +127,12 @@ def test_failed_after_its_registry_changed_is_the_same_attempt_failing_membershi
     assert failed_after_registry_change(a, b) == ("c1",)
 
 
-def test_a_slot_row_names_the_deciding_attempts():
+GROG = {"npc_name": "Grog", "kind": "speaking", "evidence": [{"source_id": S1, "start_unit_id": 3, "end_unit_id": 7}]}
+
+
+def test_a_slot_row_names_the_deciding_attempts_and_the_records_that_changed():
     slot = Slot("npc-occurrences", S1, "x-1")
-    a = SlotInRun((accepted(1, "c11"),), artifacts=(Artifact(1, "c11", SHA_X),))
+    a = SlotInRun((accepted(1, "c11"),), artifacts=(Artifact(1, "c11", SHA_X, orjson.dumps([GROG])),))
     b = SlotInRun((rejected(1, "c11", "not_in_registry"),), (Request(2, "c11", "retry"),))
     comparison = compare_slot(slot, a, b)
     assert comparison.row() == {
@@ -130,9 +140,46 @@ def test_a_slot_row_names_the_deciding_attempts():
         "transition": {"from": "accepted", "to": "retry"}, "change": "regression",
         "deciding_a": {"candidate_id": "c11", "attempt": 1, "reason_codes": [], "records_sha256": SHA_X},
         "deciding_b": {"candidate_id": "c11", "attempt": 1, "reason_codes": ["not_in_registry"],
-                       "records_sha256": None}}
-    assert comparison.registry_failures == ("c11",)
+                       "records_sha256": None},
+        "records": {"added": 0, "removed": 1, "changed": 0, "unchanged": 0, "more": 0, "listed": [
+            {"change": "removed", "record": 'The "speaking" occurrence of the NPC "Grog"', "fields": []}]}}
+    assert comparison.registry_failures == ("c11",) and comparison.situation == SITUATION_RETRY
     assert compare_slot(slot, a, a).row() is None
+    # neither run accepted it: nothing to say of records
+    assert compare_slot(slot, b, NOTHING).row()["records"] is None
+
+
+def test_records_changed_names_the_fields_that_differ():
+    slot = Slot("npc-occurrences", S1, "x-1")
+    other = {**GROG, "kind": "present"}
+    a = SlotInRun((accepted(1, "c1"),), artifacts=(Artifact(1, "c1", SHA_X, orjson.dumps([GROG])),))
+    b = SlotInRun((accepted(2, "c2"),), artifacts=(Artifact(2, "c2", SHA_Y, orjson.dumps([other])),))
+    row = compare_slot(slot, a, b).row()
+    assert row["change"] == "records_changed" and row["records"]["listed"] == [  # another name: added, removed
+        {"change": "added", "record": 'The "present" occurrence of the NPC "Grog"', "fields": []},
+        {"change": "removed", "record": 'The "speaking" occurrence of the NPC "Grog"', "fields": []}]
+    moved = {**GROG, "evidence": [{"source_id": S1, "start_unit_id": 3, "end_unit_id": 10}]}
+    b = SlotInRun((accepted(2, "c2"),), artifacts=(Artifact(2, "c2", SHA_Y, orjson.dumps([moved])),))
+    assert compare_slot(slot, a, b).row()["records"]["listed"] == [
+        {"change": "changed", "record": 'The "speaking" occurrence of the NPC "Grog"',
+         "fields": [{"field": "evidence", "a": "units 3–7", "b": "units 3–10"}]}]
+
+
+@pytest.mark.parametrize("change, to, codes, expected", [
+    (None, "accepted", (), None),
+    ("records_changed", "accepted", (), SITUATION_RECORDS_CHANGED),
+    ("fix", "accepted", (), SITUATION_NEWLY_ACCEPTED),
+    ("regression", "deferred", ("entry_list_changed",), SITUATION_ENTRY_LIST),
+    ("other", "deferred", ("entry_list_changed",), SITUATION_ENTRY_LIST),
+    ("regression", "deferred", ("awaiting_judgment", "judge_unusable"), SITUATION_JUDGES),
+    ("regression", "deferred", (), SITUATION_REGISTRY),
+    ("regression", "retry", ("judge_fail",), SITUATION_RETRY),
+    ("other", "refresh", (), SITUATION_REFRESH),
+    ("regression", "exhausted", ("x",), SITUATION_EXHAUSTED),
+    ("regression", "absent", (), SITUATION_ABSENT),
+])
+def test_a_changed_slot_is_in_one_situation_read_off_where_it_stands_in_b(change, to, codes, expected):
+    assert situation(change, to, codes) == expected
 
 
 # --- properties: every slot in exactly one transition; a run against itself --------------------------------
@@ -149,9 +196,16 @@ def slot_in_run(draw):
                                        .map(tuple)), max_size=4, unique_by=lambda a: a.candidate_id))
     requests = draw(st.lists(st.builds(Request, st.integers(2, 5), st.sampled_from(["c1", "c2"]),
                                        st.sampled_from(["retry", "refresh"])), max_size=1))
-    artifacts = draw(st.lists(st.builds(Artifact, st.integers(1, 4), st.sampled_from(["c1", "c2"]),
-                                        st.sampled_from([SHA_X, SHA_Y])), max_size=1))
+    artifacts = draw(st.lists(st.builds(artifact_with, st.integers(1, 4), st.sampled_from(["c1", "c2"]),
+                                        st.sampled_from(RECORD_SETS)), max_size=1))
     return SlotInRun(tuple(sorted(attempts)), tuple(requests), tuple(artifacts))
+
+
+RECORD_SETS = ([], [GROG], [GROG, {**GROG, "kind": "present"}], [{**GROG, "evidence": []}], [{"name": "Grog"}])
+
+
+def artifact_with(attempt, candidate_id, records):
+    return Artifact(attempt, candidate_id, records_sha256(records), orjson.dumps(records))
 
 
 slots = st.builds(Slot, st.sampled_from(FAMILY_KEYS), st.sampled_from([S1, "crd3:S2"]),
@@ -185,6 +239,12 @@ def test_every_slot_of_a_or_b_is_counted_in_exactly_one_transition(a, b):
     assert document["total"]["slots"]["in_a_or_b"] == len(set(a) | set(b))
     assert document["total"]["changed_slots"] == sum(c.row() is not None for c in comparisons)
     assert sum(document["total"]["changes"].values()) == document["total"]["changed_slots"]
+    # every changed slot in exactly one situation; records said for a changed slot accepted in A or B, only
+    assert sum(document["total"]["situations"].values()) == document["total"]["changed_slots"]
+    for c in comparisons:
+        row = c.row()
+        if row is not None:
+            assert (row["records"] is not None) == ("accepted" in c.transition) == (row["change"] != "other")
 
 
 @settings(max_examples=150, deadline=None)
@@ -254,17 +314,27 @@ def test_a_comparison_folder_is_checked_against_its_manifest():
         ["slots: the files hold 2 rows, the manifest counts 3"]
 
 
-def test_the_page_escapes_every_value():
-    from pipelines.compare import render_comparison
+def test_the_pages_escape_every_value():
+    from pipelines.compare import render_comparison, render_source_page
 
     slot = Slot("spells", "<script>alert(1)</script>", "x-1")
-    a = SlotInRun((accepted(1, '"><img src=x>'),), artifacts=(Artifact(1, '"><img src=x>', SHA_X),))
+    hostile = [{"spell_name": "<b>Shield</b>", "caster_name": '"><img src=y>', "evidence": []}]
+    a = SlotInRun((accepted(1, '"><img src=x>'),), artifacts=(artifact_with(1, '"><img src=x>', hostile),))
     comparisons = compare_runs({slot: a}, {})
     document = document_of(comparisons)
-    document["examples"] = {"regression": [comparisons[0].row()]}
-    page = render_comparison(document)
-    assert "<script>" not in page and "<img" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&quot;&gt;&lt;img src=x&gt;" in page
+    row = comparisons[0].row()
+    pages = [{"source_id": slot.source_id, "page": page_name(slot.source_id), "slots": 1,
+              "changes": {"regression": 1}}]
+    for page in (render_comparison(document, pages), render_source_page(slot.source_id, [row], document["runs"])):
+        assert "<script>" not in page and "<img" not in page and "<b>Shield" not in page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&quot;&gt;&lt;img src=x&gt;" in render_source_page(slot.source_id, [row], document["runs"])
+
+
+def test_a_page_name_is_safe_and_its_own():
+    names = {page_name(s) for s in ("crd3:C1E001", "crd3/C1E001", "../../etc", "é", "")}
+    assert len(names) == 5 and all(is_page_name(n) for n in names)
+    assert not any(is_page_name(n) for n in ("pages/../x.html", "x.html", "pages/a/b.html", None, 3, "pages/.html/"))
 
 
 # --- the command, end to end ---------------------------------------------------------------------------
@@ -373,15 +443,50 @@ def test_the_comparison_folder_lists_its_files_and_can_be_checked(compared):
     parts = sorted(str(p.relative_to(out)) for p in (out / "slots").glob("part-*"))
     assert [f["path"] for f in manifest["files"]["slots"]] == parts
     assert sum(f["rows"] for f in manifest["files"]["slots"]) == manifest["outputs"]["slots"] == 5
-    assert set(manifest["documents"]) == {COMPARE_JSON, COMPARE_HTML}
+    page = page_name(S1)
+    assert set(manifest["documents"]) == {COMPARE_JSON, COMPARE_HTML, page}
     assert comparison_problems(str(out)) == []
     html = (out / COMPARE_HTML).read_text()
-    assert "<script" not in html and "location-registry / crd3:S1 / x-2" in html
+    assert "<script" not in html and f'<a href="{page}">crd3:S1</a>' in html
     copy = compared["root"] / "cmp-altered"
     shutil.copytree(out, copy)
     edited = (copy / COMPARE_JSON).read_bytes().replace(b'"regression": 2', b'"regression": 0')
     (copy / COMPARE_JSON).write_bytes(edited)
-    assert comparison_problems(str(copy)) == [f"altered: {COMPARE_JSON}"]
+    (copy / page).write_text((copy / page).read_text().replace("x-2", "x-9"))
+    (copy / "pages" / "extra.html").write_text("<p>not written by compare</p>")
+    assert comparison_problems(str(copy)) == [f"altered: {COMPARE_JSON}", f"altered: {page}", "unlisted: pages/extra.html"]
+    (copy / page).unlink()
+    assert f"missing: {page}" in comparison_problems(str(copy))
+    manifest_path = copy / "manifest.json"
+    forged = orjson.loads(manifest_path.read_bytes())
+    forged["documents"]["../run-a/manifest.json"] = forged["documents"][COMPARE_JSON]
+    manifest_path.write_bytes(orjson.dumps(forged))
+    assert 'manifest: documents lists "../run-a/manifest.json", not a document compare writes' in \
+        comparison_problems(str(copy))
+
+
+def test_the_pages_list_every_changed_slot_with_its_records_and_what_to_do(compared):
+    """Issue 42 item 3: no cap; each row's records by name; each situation explained, with its next step."""
+    out, rows = compared["out"], compared["rows"]
+    html = (out / COMPARE_HTML).read_text()
+    page = (out / page_name(S1)).read_text()
+    assert "the first" not in html and "<script" not in page
+    for row in rows:
+        assert f"<td>{row['chunk_id']}</td><td>{row['transition']['from']} → {row['transition']['to']}</td>" in page
+    assert page.count("<tr><td>") == len(rows) == 5
+    # the records of the reconciliation that changed, by name
+    reconciled = next(r for r in rows if r["family"] == "npc-reconciliation")["records"]
+    assert reconciled["changed"] == 1 and reconciled["listed"][0]["record"] == 'The NPC "Grog"'
+    assert [f["field"] for f in reconciled["listed"][0]["fields"]] == ["aliases"]
+    assert "~ The NPC &quot;Grog&quot;: <code>aliases</code>" in page
+    # situations: every changed slot in one, each with what it means and what to do next
+    situations = compared["document"]["total"]["situations"]
+    assert sum(situations.values()) == 5 and situations["absent_from_b"] == situations["retry_requested"] == 1
+    for name, n in situations.items():
+        if n:
+            assert f'id="situation-{name}"' in html and f'compare.html#situation-{name}' in page
+    assert "export-batch --retry-requests" in html and str(compared["root"] / "run-b") in html
+    assert "where they stand in B: " in compared["stdout"]
 
 
 def test_a_run_compared_with_itself_writes_no_slot(compared):

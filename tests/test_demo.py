@@ -9,6 +9,7 @@ import gzip
 import re
 import io
 import os
+from html import escape
 
 import orjson
 import pytest
@@ -418,3 +419,88 @@ def test_the_demo_shows_what_the_loop_cost(demo_run):
     assert refresh["attempts"] == read_manifest(root / "run1")["refresh"]["refresh_requests"] and refresh["cost"] > 0
     assert cost["attempts"]["b"]["total"]["cost"] > cost["attempts"]["a"]["total"]["cost"] > 0
     assert cost["unpriced"] == []
+
+
+# --- issue 42 items 3 and 4: the comparison shows what changed; one name per state ----------------------
+
+def test_the_comparison_names_which_spells_changed_in_each_changed_spells_slot(demo_run):
+    """Every spells slot whose records the revision changed says which spells were added, removed or changed
+    (by spell and caster, the fields that differ), in slots/ and on its source's page."""
+    from analysis.compare import page_name
+
+    _, root, _ = demo_run
+    rows = read_rows(root / "compare" / "slots")
+    changed = [r for r in rows if r["family"] == "spells" and r["change"] == "records_changed"]
+    document = orjson.loads((root / "compare" / "compare.json").read_bytes())
+    assert len(changed) == document["by_family"]["spells"]["changes"]["records_changed"] > 0
+    for row in changed:
+        records = row["records"]
+        assert records["listed"] and records["more"] == 0, row  # a chunk's spells fit the bound
+        assert records["added"] + records["removed"] + records["changed"] == len(records["listed"])
+        page = (root / "compare" / page_name(row["source_id"])).read_text(encoding="utf-8")
+        for change in records["listed"]:
+            assert change["record"].startswith('The spell "') and '" cast by "' in change["record"], change
+            assert (change["change"] == "changed") == bool(change["fields"])
+            assert escape(change["record"]) in page
+
+
+def test_the_comparison_page_lists_every_changed_slot_and_what_to_do_next(demo_run):
+    _, root, _ = demo_run
+    from analysis.compare import SITUATIONS, page_name
+
+    document = orjson.loads((root / "compare" / "compare.json").read_bytes())
+    html = (root / "compare" / "compare.html").read_text(encoding="utf-8")
+    rows = read_rows(root / "compare" / "slots")
+    assert len(rows) == document["total"]["changed_slots"] > 20  # more than the old page's cap of 20 per kind
+    pages = {}
+    for row in rows:
+        name = page_name(row["source_id"])
+        if name not in pages:
+            pages[name] = (root / "compare" / name).read_text(encoding="utf-8")
+            assert f'<a href="{name}">' in html
+        assert f"<td>{escape(row['chunk_id'])}</td><td>{row['transition']['from']} → " in pages[name]
+    assert sum(page.count("<tr><td>") for page in pages.values()) == len(rows)
+    assert set(orjson.loads((root / "compare" / "manifest.json").read_bytes())["documents"]) == {
+        "compare.json", "compare.html", *pages}
+    situations = document["total"]["situations"]
+    assert sum(situations.values()) == len(rows) and set(situations) == set(SITUATIONS)
+    for name, n in situations.items():
+        assert (f'id="situation-{name}"' in html) == bool(n)
+    if document["total"]["changes"]["regression"]:  # every regression says why, and what to do next
+        assert "what to do next" in html and "export-batch --retry-requests" in html
+
+
+def test_one_name_per_state_in_the_job_its_manifest_and_the_comparison(demo_run):
+    """Issue 42 item 4: the comparison counts each run's slots by the outcomes the run's manifest counts
+    (a reconciliation waiting for its entry list is deferred in both), and the refresh counts the demo prints
+    say one thing."""
+    _, root, printed = demo_run
+    from domain.manifest import refresh_reasons
+
+    document = orjson.loads((root / "compare" / "compare.json").read_bytes())
+    for run, side in (("run1", "a"), ("run2", "b")):
+        manifest = read_manifest(root / run)
+        for family, block in document["by_family"].items():
+            transitions = block["transitions"]
+            if side == "a":
+                counted = {src: sum(row.values()) for src, row in transitions.items()}
+            else:
+                counted = {}
+                for row in transitions.values():
+                    for dst, n in row.items():
+                        counted[dst] = counted.get(dst, 0) + n
+            for outcome in ("accepted", "retry", "deferred"):
+                assert counted.get(outcome, 0) == manifest["outcomes"][family][outcome], (run, family, outcome)
+            assert counted.get("exhausted", 0) + counted.get("refresh", 0) == manifest["outcomes"][family]["exhausted"]
+    run2 = read_manifest(root / "run2")["refresh"]
+    stale, waiting = refresh_reasons(run2)
+    assert stale == 0  # the revision's refreshes were answered: nothing rests on the earlier prompt
+    assert "rest only on attempts under an earlier prompt" not in printed.split("7/8 reprocess job, run 2")[1]
+    if run2["refresh_requests"]:
+        assert f"{run2['refresh_requests']} refresh request(s) in retry_requests/ (kind refresh): {waiting} for " \
+               "reconciliation slots deferred, waiting for their entry list" in printed
+        assert f"run 2 wrote {run2['refresh_requests']} refresh request(s): 0 for slots resting only on an earlier " \
+               f"prompt, {waiting} for reconciliation slots deferred, waiting for their entry list" in printed
+    else:
+        assert "run 2 wrote" not in printed
+    assert "refresh requests left" not in printed and "0 spells slots left on the earlier prompt" in printed

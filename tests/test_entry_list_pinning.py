@@ -28,7 +28,7 @@ from domain.evidence import SourceRef, canonical_evidence
 from domain.families.base import ListedEntry
 from domain.families.reconciliation import entry_list_fingerprint, listed_entries, render_entry_list
 from domain.families.registry_family import RegistryRecord
-from domain.manifest import build_manifest
+from domain.manifest import build_manifest, refresh_reasons
 from domain.registry_artifacts import chunk_registry_records
 from domain.intake import EnvelopeError, _parse_candidate_record, parse_candidate
 from domain.reprocess import RunConfig, process_source
@@ -222,10 +222,20 @@ def test_a_same_count_label_shift_is_never_accepted(refresh_stale):
     assert manifest["refresh"]["by_family"][REC]["entry_list_changed"] == 1
     assert manifest["refresh"]["by_family"][REC]["entry_list_slots_waiting"] == 1
     assert manifest["refresh"]["by_family"][REC]["slots_to_refresh"] == 1
+    # Issue 42 item 4: its one reason is its entry list (no prompt changed), and the summary says so.
+    from pipelines.reprocess import refresh_summary
+
+    assert manifest["refresh"]["slots_on_earlier_prompt"] == 0
+    assert refresh_reasons(manifest["refresh"]) == refresh_reasons(manifest["refresh"]["by_family"][REC]) == (0, 1)
+    summary = "\n".join(refresh_summary(manifest["refresh"]))
+    assert "earlier prompt:" not in summary and "rest only on" not in summary
     requests = family_rows(result)
     if not refresh_stale:
+        assert "1 reconciliation slot(s) deferred, waiting for their entry list: --refresh-stale writes" in summary
         assert requests == []
         return
+    assert ("1 refresh request(s) in retry_requests/ (kind refresh): 1 for reconciliation slots deferred, waiting "
+            "for their entry list") in summary
     # The one deferral that is refreshed: the plain current prompt over the CURRENT list.
     (refresh,) = requests
     assert refresh["kind"] == "refresh" and refresh["correction_guidance"] == ""
@@ -341,7 +351,8 @@ def test_request_rows_carry_the_list_they_were_built_with_and_fit_their_schemas(
 def test_the_report_names_attempts_made_for_another_list_only_when_there_are_some():
     result = run([*RUN2_REGISTRIES, reconciliation("c-k1", *PROPOSAL_L1, fingerprint=FP1)], refresh_stale=True)
     note = entry_list_note(build_manifest(result.counts, options={"refresh_stale": True}, runner="test"))
-    assert "1 reconciliation attempt(s)" in note and "entry_list_changed" in note and "1 slot(s) wait" in note
+    assert "1 reconciliation attempt(s)" in note and "entry_list_changed" in note
+    assert "1 reconciliation slot(s) are deferred, waiting for their entry list" in note
     clean = run([*RUN1_REGISTRIES, reconciliation("c-k1", *PROPOSAL_L1, fingerprint=FP1)])
     assert entry_list_note(build_manifest(clean.counts, options={}, runner="test")) == ""
 

@@ -46,7 +46,11 @@ def test_make_help_lists_every_target_with_its_comment():
 
 
 def test_the_readme_commands_are_unchanged():
-    assert "\tsh scripts/ensure_chromium.sh\n" in MAKEFILE and "\t$(BIN)/python -m pytest -q\n" in MAKEFILE
+    assert "\tsh scripts/ensure_chromium.sh\n" in MAKEFILE
+    assert "\t$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile\n" in MAKEFILE
+    # ... which needs pytest-xdist on a fresh machine: a declared test dependency, installed by `make test`.
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(re.match(r"pytest-xdist\b", requirement) for requirement in extras)
     assert "\t$(BIN)/python -m pipelines.demo --output out/demo\n" in MAKEFILE
     assert re.search(r"^demo: \$\(STAMP\) ", MAKEFILE, re.M) and re.search(r"^test: \$\(STAMP\) ", MAKEFILE, re.M)
 

@@ -125,10 +125,27 @@ def test_a_run_with_nothing_to_refresh_says_so_instead_of_zero_cards(run):
 def test_a_run_with_slots_to_refresh_keeps_its_cards(run):
     figures = figures_of(run)
     manifest = {**figures.manifest, "refresh": {**figures.manifest["refresh"], "slots_to_refresh": 3,
-                                                "refresh_requests": 3, "excerpt_chars": 1200, "refresh_stale": True}}
+                                                "slots_on_earlier_prompt": 3, "refresh_requests": 3,
+                                                "excerpt_chars": 1200, "refresh_stale": True}}
     refresh = section_of(report.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
     assert "<b>3</b>slots resting only on an earlier prompt" in refresh and "<b>1,200</b>" in refresh
-    assert "no slot rests only on an earlier prompt" not in refresh
+    assert "no slot rests only on an earlier prompt" not in refresh.lower()
+    assert "waiting for their entry list</div>" not in refresh
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["counted", "a run written before it was counted"])
+def test_reconciliations_waiting_for_their_entry_list_are_not_said_to_rest_on_an_earlier_prompt(run, counted):
+    """Issue 42 item 4: run 2 of the demo refreshes reconciliations whose entry list changed; no prompt changed."""
+    figures = figures_of(run)
+    block = {**figures.manifest["refresh"], "slots_to_refresh": 2, "entry_list_slots_waiting": 2,
+             "refresh_requests": 2, "excerpt_chars": 900, "refresh_stale": True, "slots_on_earlier_prompt": 0}
+    if not counted:
+        del block["slots_on_earlier_prompt"]
+    manifest = {**figures.manifest, "refresh": block}
+    refresh = section_of(report.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
+    assert "<b>0</b>slots resting only on an earlier prompt" in refresh
+    assert "<b>2</b>reconciliation slots deferred, waiting for their entry list" in refresh
+    assert "No slot rests only on an earlier prompt</b>: every slot to refresh is a reconciliation" in refresh
 
 
 def comparison_of(answers: dict[tuple[str, str, str], int]) -> dict:

@@ -526,6 +526,11 @@ def _holds_while_unbalanced_totals(m):
     m["totals"]["accepted"] += 1
 
 
+def _more_on_an_earlier_prompt_than_to_refresh(m):  # issue 42 item 4: a part of the slots to refresh
+    for block in (m["refresh"], m["refresh"]["by_family"]["spells"]):
+        block["slots_on_earlier_prompt"] += 1
+
+
 TAMPERED_COUNTS = {
     "outcomes.<family>.accepted": (_move_an_accepted_artifact, [
         "artifacts/combat-turns: the files hold 0 rows, the manifest counts 1",
@@ -552,7 +557,19 @@ TAMPERED_COUNTS = {
         "conservation claims to hold, but 1 candidates file(s) could not be read to their end (unreadable_files)"]),
     "totals": (_holds_while_unbalanced_totals, [
         "the manifest contradicts itself: totals.accepted 9 != the sum of outcomes.*.accepted 8"]),
+    "refresh.slots_on_earlier_prompt": (_more_on_an_earlier_prompt_than_to_refresh, [
+        "the manifest contradicts itself: refresh.slots_on_earlier_prompt 2 > refresh.slots_to_refresh 1 (they are "
+        "some of the slots to refresh)"]),
 }
+
+
+def test_a_run_written_before_slots_on_earlier_prompt_was_counted_still_verifies(real_manifest):
+    found, part_files = intact(real_manifest)
+
+    def without(m):
+        for block in (m["refresh"], *m["refresh"]["by_family"].values()):
+            del block["slots_on_earlier_prompt"]
+    assert verify_run(tampered(real_manifest, without), found, part_files).ok
 
 
 @pytest.mark.parametrize("claim", list(TAMPERED_COUNTS))
@@ -643,6 +660,9 @@ UNREAD = (("fingerprints",), ("runner",), ("endpoint_ordering",), ("invariant_fa
           ("inputs", "blank_lines_skipped"))
 # What verify reads in part (options.families and refresh_stale): a mutation there may or may not matter.
 PARTLY_READ = (("options",),)
+# Blocks and keys a run made before them does not have: dropped, the manifest reads as such a run's (an empty
+# verdict_usage says nothing a missing one does not; one that names judges is required while judges are named).
+OPTIONAL_FOR_OLDER_RUNS = (("verdict_usage",), ("refresh", "slots_on_earlier_prompt"))
 
 
 def tree_paths(node, prefix=()):
@@ -691,6 +711,27 @@ def mutated_manifests(draw, manifest: dict):
     return copy, path
 
 
+def _absent(manifest, path) -> bool:
+    node = manifest
+    for key in path[:-1]:
+        if not isinstance(node, dict) or key not in node:
+            return True
+        node = node[key]
+    return not isinstance(node, dict) or path[-1] not in node
+
+
+def _names_judges(manifest) -> bool:
+    return bool(manifest.get("judges"))
+
+
+def test_a_run_with_judges_needs_its_verdict_usage():
+    from domain.run_integrity import _verdict_usage_problems, ManifestReader
+
+    assert _verdict_usage_problems(ManifestReader({"judges": {"spell-cast": {}}})) == [
+        "the manifest has no verdict_usage block, though it names judges (spell-cast)"]
+    assert _verdict_usage_problems(ManifestReader({"judges": {}})) == []
+
+
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
 def test_any_mutation_of_a_real_manifest_is_a_verdict_and_one_that_matters_refuses(real_manifest, data):
@@ -698,8 +739,11 @@ def test_any_mutation_of_a_real_manifest_is_a_verdict_and_one_that_matters_refus
     mutated, path = data.draw(mutated_manifests(real_manifest))
     verdict = verify_run(mutated, found, part_files)
     assert isinstance(verdict, Verdict) and one_line_problems(verdict)
+    dropped = tuple(path) in OPTIONAL_FOR_OLDER_RUNS and _absent(mutated, path)
     if any(path[:len(place)] == place for place in UNREAD):
         assert verdict.ok, (path, verdict.problems)
+    elif dropped and not _names_judges(real_manifest):
+        pass  # reads as a run made before the key: verify may accept it
     elif not any(path[:len(place)] == place for place in PARTLY_READ):
         assert not verdict.ok, path
 

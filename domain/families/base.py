@@ -165,6 +165,12 @@ class FamilySpec:
     describe_raw_record: Callable[[Any], str | None]
     # Its entry in the data dictionary (docs/outputs.md).
     docs: FamilyDocs
+    # Transcript-grounded name of a record in its durable shape (what ``durable_record`` gives and an
+    # artifact holds): 'The spell "Shield" cast by "SAM"'. The one name of a family's records outside
+    # the validators: a judge's problem names its record by it (``subject_of``) and a comparison names
+    # the records that changed by it (contract §6.3). Any mapping is named without raising (a missing or
+    # odd field reads as blank).
+    record_subject: Callable[[Mapping[str, Any]], str]
     # The kind of registry this family provides (registries) or needs (occurrences).
     registry_kind: str | None = None
     # Names a registry record contributes to membership (registries only).
@@ -178,13 +184,8 @@ class FamilySpec:
     policy_extras: Mapping[str, Any] = field(default_factory=dict)
     # Semantic judges of the family (contract §4.3; domain.judges), declared here and nowhere else.
     judges: tuple[JudgeSpec, ...] = ()
-    # Transcript-grounded name of an adapted record ('the spell "Shield" cast by "SAM"'): how
-    # a judge's problem names its record in guidance. Needed by a family that declares judges.
-    record_subject: Callable[[Any], str] | None = None
 
     def __post_init__(self) -> None:
-        if self.judges and self.record_subject is None:
-            raise ValueError(f"family {self.key!r} declares judges but no record_subject to name their records")
         if self.judges and self.role not in (ROLE_REGISTRY, ROLE_EXTRACTION):
             # A judge request shows the chunk's lines and the attempt's records (export-batch): families
             # whose records need a registry or an entry list to be read are not judged (yet).
@@ -192,6 +193,10 @@ class FamilySpec:
         for judge in self.judges:
             if judge.family != self.key:
                 raise ValueError(f"judge {judge.name!r} is declared by {self.key!r} but names family {judge.family!r}")
+
+    def subject_of(self, record: Any) -> str:
+        """The name of an adapted record: its durable shape's (``record_subject``)."""
+        return self.record_subject(self.durable_record(record))
 
     @property
     def needs_registry(self) -> bool:

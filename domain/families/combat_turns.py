@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Mapping, get_args
 
 from domain.evidence import SourceRef
-from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
-                                  StrictModel)
-from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
+from domain.families.base import (Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
+                                  ROLE_EXTRACTION, StrictModel)
+from domain.families.common import (EvidenceAdapter, RecordIssues, durable_text, durable_value, raw_text,
+                                    source_reference_issues)
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name, render_number
 from domain.judges import JudgeSpec
@@ -68,6 +69,10 @@ def _subject(actor_name: str | None, round_value: Any) -> str:
 
 def subject(record: TurnRecord) -> str:
     return _subject(record.actor_name, record.round)
+
+
+def record_subject(record: Mapping[str, Any]) -> str:
+    return _subject(durable_text(record, "actor_name"), durable_value(record, "round"))
 
 
 _ROUND_FIX = "Give the combat round the turn belongs to: 1 for the first round, then 2, 3 and so on."
@@ -143,8 +148,8 @@ SPEC = FamilySpec(
         example={"round": 2, "actor_name": "MATT", "turn_kind": "attack", "target_names": ["Grick"],
                  "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 87, "end_unit_id": 88}]},
     ),
+    record_subject=record_subject,
     policy_extras={"first_round": FIRST_ROUND, "max_round": MAX_ROUND, "targeted_kinds": list(TARGETED_KINDS)},
     judges=(JudgeSpec("combat-semantics", KEY, "the actor acts, the targets are targeted, the turn kind matches the "
                                                "cited lines"),),
-    record_subject=subject,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Container, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Container, Mapping, Sequence
 
 import orjson
 
@@ -442,3 +442,15 @@ def raw_text(record: Any, key: str) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def durable_text(record: Any, key: str) -> str:
+    """A string field of a durable record (an artifact's), or "" when it is missing or not a string: what
+    a family's ``record_subject`` names, so that any mapping is named without raising."""
+    value = record.get(key) if isinstance(record, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def durable_value(record: Any, key: str) -> Any:
+    """Any field of a durable record, or None when it is missing (or the record is not a mapping)."""
+    return record.get(key) if isinstance(record, Mapping) else None

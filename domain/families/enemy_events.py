@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Mapping, get_args
 
 from domain.evidence import SourceRef
-from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec,
+from domain.families.base import (Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, ROLE_EXTRACTION,
                                   StrictModel, fold_name)
-from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
+from domain.families.common import EvidenceAdapter, RecordIssues, durable_text, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_ranges
 from domain.source import Transcript
@@ -57,6 +57,10 @@ def _subject(enemy_name: str | None, kind: str | None) -> str:
 
 def subject(record: EventRecord) -> str:
     return _subject(record.enemy_name, record.kind)
+
+
+def record_subject(record: Mapping[str, Any]) -> str:
+    return _subject(durable_text(record, "enemy_name"), durable_text(record, "kind"))
 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
@@ -146,6 +150,7 @@ SPEC = FamilySpec(
         example={"enemy_name": "Noble", "kind": "engaged",
                  "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 7, "end_unit_id": 8}]},
     ),
+    record_subject=record_subject,
     policy_extras={"single_engagement_kind": ENGAGED, "max_engaged_ranges_shown": MAX_ENGAGED_RANGES_SHOWN,
                    "max_spellings_shown": MAX_SPELLINGS_SHOWN},
 )

@@ -15,7 +15,7 @@ extra validators for what only it knows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from domain.evidence import SourceRef
 from domain.families.base import (
@@ -27,7 +27,8 @@ from domain.families.base import (
     StrictModel,
     Validator,
 )
-from domain.families.common import EvidenceAdapter, RecordIssues, check_membership, raw_text, source_reference_issues
+from domain.families.common import (EvidenceAdapter, RecordIssues, check_membership, durable_text, raw_text,
+                                    source_reference_issues)
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name
 from domain.source import Transcript
@@ -59,13 +60,20 @@ class OccurrenceFamily:
 
     def subject(self, rec: OccurrenceRecord) -> str:
         """'The "speaking" occurrence of the NPC "Grog"' (plus the holder for items)."""
-        head = f"The {quote_name(rec.kind)} occurrence"
-        if rec.name.strip():
-            text = f"{head} of the {self.noun} {quote_name(rec.name)}"
+        return self._subject(rec.name, rec.kind, rec.holder_name)
+
+    def record_subject(self, record: Mapping[str, Any]) -> str:
+        return self._subject(durable_text(record, self.name_field), durable_text(record, "kind"),
+                             durable_text(record, "holder_name"))
+
+    def _subject(self, name: str, kind: str, holder_name: str | None) -> str:
+        head = f"The {quote_name(kind)} occurrence"
+        if name.strip():
+            text = f"{head} of the {self.noun} {quote_name(name)}"
         else:
             text = f"{head} with a blank `{self.name_field}`"
-        if self.has_holder and rec.holder_name is not None and rec.holder_name.strip():
-            text += f" held by {quote_name(rec.holder_name)}"
+        if self.has_holder and holder_name is not None and holder_name.strip():
+            text += f" held by {quote_name(holder_name)}"
         return text
 
     def describe_raw_record(self, raw: Any) -> str | None:
@@ -155,6 +163,7 @@ class OccurrenceFamily:
             durable_record=self.durable_record,
             describe_raw_record=self.describe_raw_record,
             docs=docs,
+            record_subject=self.record_subject,
             registry_kind=self.registry_kind,
         )
 

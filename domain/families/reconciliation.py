@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Annotated, Any, Container, Iterable, Sequence
+from typing import Annotated, Any, Container, Iterable, Mapping, Sequence
 
 import orjson
 from pydantic import Field
@@ -39,7 +39,7 @@ from domain.families.base import (
     StrictModel,
     fold_name,
 )
-from domain.families.common import cited, order_records, raw_text
+from domain.families.common import cited, durable_text, order_records, raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, quote_name
 from domain.evidence_contract import DURABLE_EVIDENCE
@@ -294,8 +294,13 @@ class ReconciliationWords:
 
 
 def entity_subject(words: ReconciliationWords, entity: EntityRef) -> str:
-    if entity.name.strip():
-        return f"The {words.noun} {quote_name(entity.name)}"
+    return name_subject(words, entity.name)
+
+
+def name_subject(words: ReconciliationWords, name: str) -> str:
+    """An entity by its name: 'The NPC "Grog"'."""
+    if name.strip():
+        return f"The {words.noun} {quote_name(name)}"
     return f"The {words.noun} with a blank `name`"
 
 
@@ -442,7 +447,10 @@ class ReconciliationFamily:
 
     def describe_raw_record(self, raw: Any) -> str | None:
         name = raw_text(raw, "name")
-        return None if name is None else f"The {self.words.noun} {quote_name(name)}"
+        return None if name is None else name_subject(self.words, name)
+
+    def record_subject(self, record: Mapping[str, Any]) -> str:
+        return name_subject(self.words, durable_text(record, "name"))
 
     @staticmethod
     def durable_record(rec: ReconciledRecord) -> dict:
@@ -491,6 +499,7 @@ class ReconciliationFamily:
             durable_record=self.durable_record,
             describe_raw_record=self.describe_raw_record,
             docs=docs,
+            record_subject=self.record_subject,
             registry_kind=self.kind,
             registry_names=self.registry_names,
             durable_record_schema=durable_reconciled_schema(),

@@ -11,7 +11,7 @@ response model (the top-level field differs) and its nouns, and gets its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from domain.judges import JudgeSpec
 from domain.evidence import SourceRef
@@ -28,6 +28,7 @@ from domain.families.common import (
     EvidenceAdapter,
     RecordIssues,
     check_registry_identity,
+    durable_text,
     raw_text,
     source_reference_issues,
 )
@@ -68,8 +69,14 @@ class RegistryFamily:
 
     def subject(self, rec: RegistryRecord) -> str:
         """The record as the model knows it: 'The NPC "Grog"'."""
-        if rec.name.strip():
-            return f"The {self.noun} {quote_name(rec.name)}"
+        return self._subject(rec.name)
+
+    def record_subject(self, record: Mapping[str, Any]) -> str:
+        return self._subject(durable_text(record, "name"))
+
+    def _subject(self, name: str) -> str:
+        if name.strip():
+            return f"The {self.noun} {quote_name(name)}"
         return f"The {self.noun} with a blank `name`"
 
     def describe_raw_record(self, raw: Any) -> str | None:
@@ -141,6 +148,6 @@ class RegistryFamily:
             registry_kind=self.kind,
             registry_names=self.registry_names,
             judges=judges,
-            record_subject=self.subject,
+            record_subject=self.record_subject,
         )
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Mapping, get_args
 
 from domain.assets import llm_schema_path, load_json_asset
-from domain.families.base import ROLE_SCENE, Adapted, EvaluationContext, FamilyDocs, FamilySpec, JsonInt, StrictModel
-from domain.families.common import RecordIssues, raw_text
+from domain.families.base import Adapted, EvaluationContext, FamilyDocs, FamilySpec, JsonInt, ROLE_SCENE, StrictModel
+from domain.families.common import RecordIssues, durable_text, raw_text
 from domain.frozen import quick_init
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
 from domain.source import Transcript, chunk_contains_positions
@@ -69,6 +69,10 @@ def _subject(title: str | None, kind: str | None) -> str:
 
 def subject(record: SceneRecord) -> str:
     return _subject(record.title, record.kind)
+
+
+def record_subject(record: Mapping[str, Any]) -> str:
+    return _subject(durable_text(record, "title"), durable_text(record, "kind"))
 
 
 def scene_range(record: SceneRecord, known) -> str:
@@ -202,6 +206,7 @@ SPEC = FamilySpec(
                  "summary": "ORION opens with \"Yeah.\"; LAURA closes with \"All of them?\".",
                  "start_unit_id": 1561, "end_unit_id": 1680},
     ),
+    record_subject=record_subject,
     durable_record_schema=durable_scene_schema(),
     policy_extras={"scenes_per_chunk": SCENES_PER_CHUNK, "exact_range": "chunk_first_last"},
 )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from domain.judges import JudgeSpec
 from domain.assets import fingerprint, load_json_asset, read_asset
 from domain.evidence import SourceRef
-from domain.families.base import (ROLE_EXTRACTION, Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
-                                  StrictModel, fold_name)
-from domain.families.common import EvidenceAdapter, RecordIssues, raw_text, source_reference_issues
+from domain.families.base import (Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
+                                  ROLE_EXTRACTION, StrictModel, fold_name)
+from domain.families.common import EvidenceAdapter, RecordIssues, durable_text, raw_text, source_reference_issues
 from domain.frozen import quick_init
 from domain.issues import Issue, quote_name, render_number
 from domain.source import Transcript
@@ -79,8 +79,16 @@ def adapt(response: SpellsResponse, transcript: Transcript) -> Adapted:
     return evidence.adapted(records)
 
 
+def _subject(spell_name: str, caster_name: str) -> str:
+    return f"The spell {quote_name(spell_name)} cast by {quote_name(caster_name)}"
+
+
 def subject(record: SpellRecord) -> str:
-    return f"The spell {quote_name(record.spell_name)} cast by {quote_name(record.caster_name)}"
+    return _subject(record.spell_name, record.caster_name)
+
+
+def record_subject(record: Mapping[str, Any]) -> str:
+    return _subject(durable_text(record, "spell_name"), durable_text(record, "caster_name"))
 
 
 def validate_shape(adapted: Adapted, ctx: EvaluationContext) -> tuple[Issue, ...]:
@@ -178,8 +186,8 @@ SPEC = FamilySpec(
                  "cast": {"level": 3, "as_ritual": False, "target_names": ["Pike", "Hope"]},
                  "evidence": [{"source_id": "crd3:C1E001", "start_unit_id": 2139, "end_unit_id": 2139}]},
     ),
+    record_subject=record_subject,
     policy_extras={"max_level": MAX_LEVEL, "catalog": fingerprint(read_asset(CATALOG_ASSET))},
     judges=(JudgeSpec("spell-cast", KEY, "the named caster casts the named spell in the cited lines, not only "
                                          "mentions it"),),
-    record_subject=subject,
 )
