@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import gzip
 import json
 import os
 import shutil
@@ -37,7 +38,8 @@ from pathlib import Path
 
 import orjson
 
-from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
+from bench.archive import (GZIP_LEVEL, REPLICATE_UNIT, REPO, Archive, ArchiveSpec, ensure_archive, ensure_archive_at,
+                           replicated_archive)
 from bench.procs import Measured, job_failure, measure
 from bench.stats import linear_fit, markdown_table, spread, summary
 
@@ -148,6 +150,51 @@ def link_run2_inputs(archive: Archive, work: Path) -> None:
     (after / "candidates-backfill.jsonl").symlink_to(work / "import" / "candidates.jsonl")
 
 
+def after_archive(size: int, cache: Path, scratch: Path, log) -> Archive:
+    """The revision's archive after its backfill: the archive of ``size`` and, as one more candidate file, the
+    answers import-batch made of run 1's every request (built once, cached beside the archive; above
+    REPLICATE_UNIT, copies of the REPLICATE_UNIT one, as ``bench.archive.sized_archive`` copies the job's).
+    Run 2 of the loop, at any size: what ``bench.flink --compare`` sets beside run 1."""
+    if size > REPLICATE_UNIT and size % REPLICATE_UNIT == 0:
+        return replicated_archive(after_archive(REPLICATE_UNIT, cache, scratch, log), size // REPLICATE_UNIT, cache,
+                                  log)
+    before = revision_archive(size, cache, log)
+    folder = before.folder.with_name(before.folder.name + "-after-v1")
+    if not (folder / "meta.json").exists():
+        log(f"building archive {folder.name} (run 1's requests answered and imported)...")
+        work = scratch / f"after-{size}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        for step in (JOB, EXPORT):
+            run_step(step, before, work)
+        answer_every_request(before, work, log)
+        run_step(IMPORT, before, work)
+        staging = folder.with_name(folder.name + ".building")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for path in sorted(before.folder.glob("*.jsonl.gz")):
+            (staging / path.name).symlink_to(path)
+        answers = (work / "import" / "candidates.jsonl").read_bytes()
+        with gzip.open(staging / "candidates-backfill.jsonl.gz", "wb", compresslevel=GZIP_LEVEL) as out:
+            out.write(answers)
+        meta = json.loads((before.folder / "meta.json").read_text())
+        lines = sum(1 for line in answers.splitlines() if line.strip())
+        meta.update(candidates_in=meta["candidates_in"] + lines, input_bytes=meta["input_bytes"] + len(answers),
+                    backfill_of=before.folder.name, backfill_candidates=lines)
+        (staging / "meta.json").write_text(json.dumps(meta, indent=2))
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+        shutil.rmtree(work, ignore_errors=True)
+    return ensure_archive_at(folder)
+
+
+def revision_sized(size: int, cache: Path, log) -> Archive:
+    """The revision's archive of ``size`` before its backfill (above REPLICATE_UNIT: copies)."""
+    if size > REPLICATE_UNIT and size % REPLICATE_UNIT == 0:
+        return replicated_archive(revision_archive(REPLICATE_UNIT, cache, log), size // REPLICATE_UNIT, cache, log)
+    return revision_archive(size, cache, log)
+
+
 def items(work: Path) -> dict:
     """What the round's commands worked on, from their own manifests."""
     run1 = json.loads((work / "run1" / "manifest.json").read_bytes())
@@ -238,7 +285,28 @@ def run_step_into(step: str, archive: Archive, work: Path, code: Path) -> Measur
 def baseline_differs(step: str, work: Path) -> list[str]:
     if step not in WRITES or not (work / WRITES[step]).is_dir():
         return []
-    return same_bytes(work / WRITES[step], work / (WRITES[step] + ".baseline"), IDENTITY_SKIP)
+    mine, theirs = work / WRITES[step], work / (WRITES[step] + ".baseline")
+    if step != COMPARE:
+        return same_bytes(mine, theirs, IDENTITY_SKIP)
+    # compare's slots/ rows are in the runner's order (a source's in slot order since issue 43): the same rows,
+    # and every document byte for byte.
+    differ = [name for name in same_bytes(mine, theirs, IDENTITY_SKIP) if not name.startswith("slots/")]
+    return differ + ([] if slot_rows(mine) == slot_rows(theirs) else ["slots/ (rows)"])
+
+
+def slot_rows(folder: Path) -> list[bytes]:
+    """Every row of a comparison's slots/ files (Avro or JSON Lines) as canonical JSON, sorted."""
+    import fastavro
+
+    rows = []
+    for path in sorted((folder / "slots").glob("part-*")):
+        if path.suffix == ".avro":
+            with open(path, "rb") as handle:
+                rows += [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) for r in fastavro.reader(handle)]
+        else:
+            rows += [orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS)
+                     for line in path.read_bytes().splitlines() if line.strip()]
+    return sorted(rows)
 
 
 def fits(points: list[dict]) -> dict:
