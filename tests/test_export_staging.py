@@ -102,3 +102,59 @@ def test_the_reader_keeps_a_bounded_number_of_files_open(tmp_path, files, monkey
         assert len(reader.handles) == 2
     finally:
         reader.close()
+
+
+# --- the retry request's fast check --------------------------------------------------------------------------
+
+SHA = "sha256:" + "ab" * 32
+VALID = {
+    "retry": {"request_id": "r-1", "kind": "retry", "family": "spells", "source_id": "crd3:S1", "chunk_id": "x-1",
+              "candidate_id": "c1", "attempt": 2, "correction_guidance": "fix it", "prompt_fingerprint": SHA,
+              "schema_fingerprint": SHA, "validator_policy_fingerprint": SHA, "input_fingerprint": None,
+              "candidate_sha256": None, "judge": None, "judge_fingerprint": None},
+}
+VALID["refresh"] = {**VALID["retry"], "kind": "refresh", "correction_guidance": "", "input_fingerprint": SHA}
+VALID["judge"] = {**VALID["retry"], "kind": "judge", "attempt": 1, "correction_guidance": "", "judge": "actor",
+                  "candidate_sha256": "cd" * 32, "judge_fingerprint": SHA}
+ODD_VALUES = (None, "", "x", "fix", SHA, SHA + "\n", SHA.upper(), "cd" * 32, "r" * 65, "a b", 0, 1, 2, -1, True, False,
+              2.0, 1.5, [], {}, "retry", "refresh", "judge", "spells")
+
+
+@settings(max_examples=400, deadline=None)
+@given(kind=st.sampled_from(sorted(VALID)), changes=st.lists(st.tuples(
+    st.sampled_from(sorted(VALID["retry"]) + ["extra"]), st.one_of(st.sampled_from(ODD_VALUES), st.just("DELETE"))),
+    max_size=3))
+def test_a_request_the_fast_check_passes_the_schema_passes(kind, changes):
+    """The fast check of parse_retry_request never lets through a record retry_request.v1 refuses."""
+    from domain.batch.prompts import _plain_request_check, _retry_request_validator
+
+    record = dict(VALID[kind])
+    for key, value in changes:
+        if value == "DELETE":
+            record.pop(key, None)
+        else:
+            record[key] = value
+    if _plain_request_check()(record):
+        assert _retry_request_validator().is_valid(record), record
+
+
+def test_no_single_change_gets_a_refused_request_past_the_fast_check():
+    """Every key of every kind set to every odd value (or removed), one at a time: the fast check passes
+    exactly what the schema passes, or less."""
+    from domain.batch.prompts import _plain_request_check, _retry_request_validator
+
+    plain, validator = _plain_request_check(), _retry_request_validator()
+    for kind, valid in VALID.items():
+        for key in [*valid, "extra"]:
+            for value in (*ODD_VALUES, "DELETE"):
+                record = {k: v for k, v in valid.items() if not (k == key and value == "DELETE")}
+                if value != "DELETE":
+                    record[key] = value
+                assert not plain(record) or validator.is_valid(record), record
+
+
+def test_the_requests_the_job_writes_take_the_fast_check(run1):  # noqa: F811
+    from domain.batch.prompts import _plain_request_check, _retry_request_validator
+
+    for record in [*VALID.values(), *(orjson.loads(orjson.dumps(r)) for r in run1.retry_requests)]:
+        assert _retry_request_validator().is_valid(record) and _plain_request_check()(record)
