@@ -31,7 +31,7 @@ from domain.batch.estimate import estimate_block, estimate_counts, estimate_summ
 from domain.batch.export import REGISTRY_ARTIFACTS, ExportConfig, export_source
 from domain.batch.prices import PriceTable
 from domain.batch.providers import PROVIDERS, RequestSettings
-from domain.revision import KIND_JUDGE
+from domain.revision import KIND_JUDGE, KIND_REFRESH
 from domain.run_integrity import listed_files
 from pipelines.outputs import input_paths, input_records, iter_file_rows, iter_rows
 from transforms.json_keys import key_of
@@ -211,10 +211,20 @@ def comparison_cost(runs: Mapping[str, str], prices: PriceTable | None, prices_f
     """compare.json's ``cost``: each run's attempts (per family and verdict, B beside A) and the revision's
     refresh round (B's attempts answering A's refresh requests; those B did not answer, per family)."""
     a, b = runs["a"], runs["b"]
-    tables = {run: cost_table("attempts", attempt_cells(iter_rows(join_path(folder, "evaluations"))), prices)
-              for run, folder in runs.items()}
-    cells, unanswered = refresh_round_cells(iter_rows(join_path(a, "retry_requests")),
-                                            iter_rows(join_path(b, "evaluations")))
+    # B's evaluations are read once: its attempts' table keeps, on the way, the rows that could answer one of
+    # A's refresh requests (the request's slot and attempt), which are all the refresh round reads of B.
+    asked = {(row["source_id"], row["chunk_id"], row["family"], int(row["attempt"]))
+             for row in iter_rows(join_path(a, "retry_requests")) if row.get("kind") == KIND_REFRESH}
+    answers: list[dict] = []
+
+    def rows_of(run: str, folder: str) -> Iterator[dict]:
+        for row in iter_rows(join_path(folder, "evaluations")):
+            if run == "b" and (row["source_id"], row["chunk_id"], row["family"], int(row["attempt"])) in asked:
+                answers.append(row)
+            yield row
+
+    tables = {run: cost_table("attempts", attempt_cells(rows_of(run, folder)), prices) for run, folder in runs.items()}
+    cells, unanswered = refresh_round_cells(iter_rows(join_path(a, "retry_requests")), answers)
     refresh = cost_table("attempts", cells, prices)
     return {
         "prices": {"file": prices_file, "currency": prices.currency if prices is not None else None},
