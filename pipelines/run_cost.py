@@ -31,6 +31,7 @@ from domain.batch.estimate import estimate_block, estimate_counts, estimate_summ
 from domain.batch.export import REGISTRY_ARTIFACTS, ExportConfig, export_source
 from domain.batch.prices import PriceTable
 from domain.batch.providers import PROVIDERS, RequestSettings
+from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE, KIND_REFRESH
 from domain.run_integrity import listed_files
 from pipelines.outputs import input_paths, input_records, iter_file_rows, iter_rows
@@ -96,11 +97,14 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
     by_source: dict[str, list[bytes]] = defaultdict(list)
     judged: set[str] = set()
     families: set[str] = set()
+    listing: set[str] = set()  # sources with a reconciliation request: the only prompts that list registries
     for row in iter_rows(join_path(str(out), "retry_requests")):
         by_source[row["source_id"]].append(_json_line(row))
         families.add(row["family"])
         if row.get("kind") == KIND_JUDGE:
             judged.add(row["candidate_id"])
+        if getattr(FAMILIES.get(row["family"]), "chunk_kind", None) == "source":
+            listing.add(row["source_id"])
     options = manifest.get("options") or {}
     provider = PROVIDERS[target.provider]
     config = ExportConfig(provider_name=provider.name,
@@ -113,7 +117,9 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
         if not transcripts or not input_paths(transcripts):
             return None, (f"the run's transcripts ({transcripts!r}, its --transcripts) match no files: the requests "
                           "cannot be rendered to count them")
-        registries = _registry_lines(out, manifest, set(by_source))
+        # Registry artifacts only where a prompt lists them (domain.batch.prompts.build_prompt; what the estimate
+        # counts of the others is the same without them): every source's were 150 MB of the report's 388 at 101k.
+        registries = _registry_lines(out, manifest, listing)
         candidates = _candidate_lines(options.get("candidates"), judged) if judged else {}
         found: dict[str, tuple[Counter, list[str]]] = {}
         for source_id, lines in transcripts_by_source(transcripts, set(by_source)):
