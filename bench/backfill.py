@@ -31,7 +31,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -409,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         raise SystemExit(f"unknown command(s) {unknown}; known: {', '.join(STEPS)}")
+    from bench.run import code_version
+
     report: dict = {"load_before": os.getloadavg(), "code": code_version()}
     text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache,
                    args.results / "scratch", report, log, baseline=args.baseline.resolve() if args.baseline else None,
@@ -420,14 +421,6 @@ def main(argv: list[str] | None = None) -> int:
     (args.results / "loop-latest.md").write_text(text + "\n")
     print(text)
     return 0
-
-
-def code_version() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":
