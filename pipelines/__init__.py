@@ -8,7 +8,12 @@ passes):
   logger ("apitools not found, and bigquery client libraries are not available");
 - every job-server run (Flink, the portable runner) logs "Really starting service"
   and, at exit, "Really destroying service" at WARNING: routine start and stop, not
-  a problem. A service that fails says so through the runner's error.
+  a problem. A service that fails says so through the runner's error;
+- a local worker's log (``--direct_running_mode=multi_processing``) reaches the
+  command through Beam's logging service, which logs each entry again ("Worker:
+  severity: WARN ...", a routine start-up warning in every worker): below ERROR
+  they are dropped, so a run with two workers is as quiet as one with none unless
+  a worker fails (its workers log only that way: ``runners.warm_workers``).
 
 A command started by a Python without Beam (``python3 -m pipelines.reprocess``
 outside the project's venv) ends with one line saying how to run it, not with
@@ -28,8 +33,13 @@ def _not_a_routine_service_line(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(("Really starting service", "Really destroying service"))
 
 
+def _a_worker_failure_or_not_a_worker_line(record: logging.LogRecord) -> bool:
+    return record.msg != "Worker: %s" or record.levelno >= logging.ERROR
+
+
 logging.getLogger().addFilter(_not_the_apitools_notice)
 logging.getLogger("apache_beam.utils.subprocess_server").addFilter(_not_a_routine_service_line)
+logging.getLogger("apache_beam.runners.portability.local_job_service").addFilter(_a_worker_failure_or_not_a_worker_line)
 
 
 def _our_command() -> str | None:

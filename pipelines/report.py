@@ -514,7 +514,8 @@ def report_folder(path: str) -> str:
 PROG = "python -m pipelines.report"
 REPORT_OPTIONS = (
     JobOption("--output", required=True, help="the job's output folder (local, gs://, s3://); it must verify"),
-    JobOption("--truth", help="ground-truth file of the simulated producer", existing_file=True),
+    JobOption("--truth", help="ground-truth file of the simulated producer, holding every candidate the run "
+                                "evaluated (files joined end to end)", existing_file=True),
     JobOption("--html", help="where to write the report (default: OUTPUT/report.html); its folder is created"),
     JobOption("--baseline", help="an earlier run folder (it must verify): the report adds what changed since it, "
                                  "and links the comparison (notarius-reprocess compare BASELINE OUTPUT)"),

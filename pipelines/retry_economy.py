@@ -50,7 +50,7 @@ from runners.collector import freeze_for_exit
 from transforms.write import join_path, write_document
 from pipelines.guards import file_to_write
 from pipelines.options import JobOption, parse_command
-from pipelines.truth import GroundTruth, TruthFileError, ground_truth, read_truth
+from pipelines.truth import GroundTruth, TruthFileError, ground_truth, read_truth, uncovered
 from pipelines.verify import require_verified
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -107,6 +107,9 @@ def load_figures(out: str | Path, truth: GroundTruth | None = None) -> RunFigure
         requests = read_rows(join_path(str(out), "retry_requests"))
         summary = summarize_run(lambda: evaluations, lambda: requests)
         rows = read_truth(truth)
+        gap = uncovered(truth, rows, evaluations, str(out))
+        if gap is not None:
+            raise TruthFileError(gap)
         kinds = _kind_counts(rows)
         max_attempts = int(manifest.get("options", {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
         judged = None
@@ -230,7 +233,9 @@ def write_json(figures: RunFigures, path: Path) -> None:
 
 PROG = "python -m pipelines.retry_economy"
 RETRY_ECONOMY_OPTIONS = (
-    JobOption("--truth", required=True, existing_file=True, help="ground-truth file of the simulated producer"),
+    JobOption("--truth", required=True, existing_file=True,
+              help="ground-truth file of the simulated producer, holding every candidate the run evaluated (files "
+                   "joined end to end)"),
     JobOption("--output", required=True, help="the job's output folder; it must verify"),
     JobOption("--json", help="where to write the figures (default: OUTPUT/retry_economy.json)"),
 )

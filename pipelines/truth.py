@@ -74,3 +74,25 @@ def read_truth(truth: GroundTruth) -> list[TruthRow]:
                 raise TruthFileError(f"--truth {truth.path}: line {number} is not ground truth "
                                      f"({type(error).__name__}: {error})") from None
     return rows
+
+
+def uncovered(truth: GroundTruth, rows: list[TruthRow], evaluations: list[Mapping], out: str) -> str | None:
+    """One line naming what of the run in ``out`` the ground truth has no row for (its evaluated candidates
+    by source, and the first of them), or None when it covers the run: figures from a truth that misses
+    candidates would count them as if they had no defect."""
+    known = {row.candidate_id for row in rows}
+    missing = [row for row in evaluations if row["candidate_id"] not in known]
+    if not missing:
+        return None
+    by_source: dict[str, int] = {}
+    for row in missing:
+        by_source[row["source_id"]] = by_source.get(row["source_id"], 0) + 1
+    sources = ", ".join(f"{source} {count:,}" for source, count in sorted(by_source.items())[:MISSING_SHOWN])
+    sources += f" and {len(by_source) - MISSING_SHOWN} more sources" if len(by_source) > MISSING_SHOWN else ""
+    first = ", ".join(sorted(row["candidate_id"] for row in missing)[:MISSING_SHOWN])
+    return (f"--truth {truth.path} does not cover the run in {out}: {len(missing):,} of {len(evaluations):,} "
+            f"evaluated candidates have no ground truth (by source: {sources}; first: {first}); give the "
+            "ground truth of every candidate file the run read (files joined end to end)")
+
+
+MISSING_SHOWN = 3  # sources and candidate ids named in the line

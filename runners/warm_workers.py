@@ -56,11 +56,18 @@ _LENGTH = struct.Struct("!I")
 
 def run_beam_worker() -> int:
     """Beam's SDK worker, as ``python -m apache_beam.runners.worker.sdk_worker_main`` runs it."""
+    import logging
+
     from apache_beam.runners.worker import sdk_worker_main
 
     from runners.no_space import fall_silent_when_out_of_space
 
     fall_silent_when_out_of_space()  # the runner says a full disk in one line, not each worker its traceback
+    # A worker logs through the runner's logging service, as a cold one does, and the runner shows what failed
+    # (pipelines/__init__.py); the handler forked from the zygote would print every INFO line on the shared stderr.
+    quiet_root = logging.getLogger()
+    for handler in list(quiet_root.handlers):
+        quiet_root.removeHandler(handler)
     sdk_worker_main.main(sys.argv)
     return 0
 

@@ -13,7 +13,9 @@ their reason and fails on a marker without one. docs/querying.md has its own tes
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
+import json
 import os
 import re
 import shutil
@@ -134,3 +136,20 @@ def test_a_documents_commands_run_as_copied(finished_demo, tmp_path, document):
     assert done.returncode == 0, (f"{failed} failed (exit {done.returncode}):\n--- stderr\n{done.stderr[-3000:]}"
                                   f"\n--- stdout\n{done.stdout[-2000:]}")
     assert "Traceback (most recent call last)" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_readmes_first_job_reads_the_demos_run_1_inputs_only(finished_demo, tmp_path):
+    """"Running the job" reads what the demo's run 1 read (the first attempts), not the backfill's answers
+    beside them: a reader comparing its out/run1 with out/demo/run1 compares runs of the same archive."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Running the job"):]
+    block = next(b for b in shell_blocks("README.md") if f"\n{b.text}\n" in section)
+    candidates = re.findall(r"--candidates\s+(?:'([^']+)'|(\S+))", block.text)
+    assert candidates, block.text
+    workspace = checkout_after_make_demo(finished_demo, tmp_path / "checkout")
+    run1 = sorted(Path(p).name for p in glob.glob(json.loads(
+        (finished_demo / "run1" / "manifest.json").read_text())["options"]["candidates"]))
+    assert (finished_demo / "archive" / "candidates-backfill.jsonl").is_file()  # the file the example must not read
+    for quoted, bare in candidates:
+        read = sorted(Path(p).name for p in glob.glob(str(workspace / (quoted or bare))))
+        assert read == run1, f"{block.name}: --candidates {quoted or bare} reads {read}, the demo's run 1 read {run1}"

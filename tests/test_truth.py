@@ -3,7 +3,12 @@ file's first line, and the commands given ``--truth`` read them there (pipelines
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -17,7 +22,8 @@ from pipelines.truth import TruthFileError, ground_truth, read_truth
 from sample import simulated_producer
 from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, truth_vocabulary_line
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample" / "data" / "crd3-sample.transcripts.jsonl.gz"
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample" / "data" / "crd3-sample.transcripts.jsonl.gz"
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +95,76 @@ def test_the_vocabulary_line_reads_back_as_written(benign, canonicalized, unpars
     vocabulary = DefectVocabulary(benign, canonicalized, unparseable, schema)
     line = orjson.loads(orjson.dumps(vocabulary_record(vocabulary, codes)))
     assert parse_vocabulary_record(line) == (vocabulary, codes)
+
+
+# --- a truth file that does not cover the run ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run_and_truth(tmp_path_factory):
+    """A run of a simulated archive, and its ground truth (every candidate)."""
+    from pipelines import reprocess
+
+    out = tmp_path_factory.mktemp("covered")
+    assert simulated_producer.main(["--transcripts", str(SAMPLE), "--transcripts-out", str(out / "t.jsonl.gz"),
+                                    "--candidates-out", str(out / "c.jsonl"), "--truth-out", str(out / "truth.jsonl"),
+                                    "--candidates", "150"]) == 0
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert reprocess.main(["--transcripts", str(out / "t.jsonl.gz"), "--candidates", str(out / "c.jsonl"),
+                               "--output", str(out / "run"), "--output-format", "jsonl", "--progress-seconds", "0"]) == 0
+    return out
+
+
+def test_a_truth_file_that_does_not_cover_the_run_is_named_in_one_line(run_and_truth, tmp_path):
+    """A truth without some of the run's candidates (e.g. a run that read the backfill's answers, measured
+    against the first archive's truth only) would count them as defect-free: the report says which, in one
+    line, exit 1, and writes nothing."""
+    lines = (run_and_truth / "truth.jsonl").read_bytes().splitlines(keepends=True)
+    rows = [orjson.loads(line) for line in lines[1:]]
+    dropped_source = rows[-1]["source_id"]
+    kept = [line for line, row in zip(lines[1:], rows) if row["source_id"] != dropped_source]
+    dropped = sorted(row["candidate_id"] for row in rows if row["source_id"] == dropped_source)
+    partial = tmp_path / "partial.jsonl"
+    partial.write_bytes(lines[0] + b"".join(kept))
+    run = run_and_truth / "run"
+    done = subprocess.run([sys.executable, "-m", "pipelines.report", "--output", str(run), "--truth", str(partial),
+                           "--html", str(tmp_path / "report.html")], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"python -m pipelines.report: --truth {partial} does not cover the run in {run}: "
+                           f"{len(dropped):,} of {len(rows):,} evaluated candidates have no ground truth "
+                           f"(by source: {dropped_source} {len(dropped):,}; first: {', '.join(dropped[:3])})")
+    assert not (tmp_path / "report.html").exists()
+    with pytest.raises(SystemExit, match="python -m pipelines.retry_economy: --truth .* does not cover the run"):
+        retry_economy.main(["--output", str(run), "--truth", str(partial), "--json", str(tmp_path / "e.json")])
+    # The whole truth covers it; so does one that holds more (the candidates of another archive too).
+    assert retry_economy.load_figures(run, ground_truth(run_and_truth / "truth.jsonl")).economy is not None
+    more = tmp_path / "more.jsonl"
+    more.write_bytes(b"".join(lines) + b"".join(lines[1:]).replace(b'"c-', b'"other-c-'))
+    assert retry_economy.load_figures(run, ground_truth(more)).economy is not None
+
+
+@given(st.lists(st.tuples(st.sampled_from(["crd3:A", "crd3:B", "crd3:C", "crd3:D", "crd3:E"]), st.booleans()),
+                max_size=40))
+def test_the_uncovered_line_counts_every_missing_candidate_by_source(candidates):
+    """``candidates``: (source, whether the truth has a row for it), one per evaluated candidate."""
+    from analysis.retry_economy import parse_truth_row
+    from pipelines.truth import GroundTruth, uncovered
+
+    evaluations = [{"candidate_id": f"c-{n:03d}", "source_id": source} for n, (source, _) in enumerate(candidates)]
+    rows = [parse_truth_row({"candidate_id": row["candidate_id"], "family": "spells", "source_id": row["source_id"],
+                             "chunk_id": "x-1", "attempt": 1, "defects": [], "expected_pass": True})
+            for row, (_, known) in zip(evaluations, candidates) if known]
+    truth = GroundTruth(Path("t.jsonl"), SIMULATED_VOCABULARY, SIMULATED_REASON_CODES)
+    line = uncovered(truth, rows, evaluations, "run")
+    missing = [row for row, (_, known) in zip(evaluations, candidates) if not known]
+    if not missing:
+        assert line is None
+        return
+    assert "\n" not in line and f": {len(missing):,} of {len(evaluations):,} evaluated candidates " in line
+    shown = dict(re.findall(r"(crd3:\w) (\d+)", line))
+    sources = sorted({row["source_id"] for row in missing})
+    assert list(shown) == sources[:3] and all(int(shown[s]) == sum(r["source_id"] == s for r in missing)
+                                              for s in shown)
+    assert (f"and {len(sources) - 3} more sources" in line) == (len(sources) > 3)
+    assert f"first: {', '.join(sorted(r['candidate_id'] for r in missing)[:3])})" in line

@@ -247,3 +247,18 @@ def test_a_run_refused_before_it_starts_leaves_no_zygote_behind(tmp_path):
                           timeout=120)
     assert done.returncode != 0 and "--transcripts" in done.stderr  # refused by the preflight
     assert not list(tmp_path.glob("notarius-zygote-*"))
+
+
+def test_a_clean_run_on_two_workers_prints_nothing_on_stderr(tmp_path):
+    """Beam's workers log their start-up and end at INFO and WARNING, on their stderr and once more as the
+    runner relays them: none of it reaches the command's stderr, which stays as empty as an in-process run's."""
+    from fixture_archive import write_archive
+
+    archive = write_archive(tmp_path / "archive")
+    done = subprocess.run([sys.executable, "-m", "pipelines.reprocess", "--transcripts", archive["transcripts"],
+                           "--candidates", archive["candidates"], "--output", str(tmp_path / "out"),
+                           "--output-format", "jsonl", "--direct_num_workers=2",
+                           "--direct_running_mode=multi_processing"],
+                          cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == ""

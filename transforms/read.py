@@ -28,7 +28,7 @@ the file's size or order.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apache_beam as beam
 import fastavro
@@ -61,8 +61,36 @@ PROGRESS_RECORDS = 16384
 
 
 def reading_progress(input_name: str, interval_s: float) -> ProgressSpec:
-    """Progress lines for reading one input ("reading candidates: 3 files, 49,152 records ...")."""
+    """Progress lines for reading one input ("reading candidates: 3 of 8 files, 49,152 records, 41% of
+    1.2 GB ..."; how many files and bytes the input holds is filled in by ``ReadKeyedInputs``)."""
     return ProgressSpec("files", (RECORDS,), interval_s, (f"reading {input_name}", f"read {input_name}"))
+
+
+def with_known_size(spec: "KeyedInput") -> "KeyedInput":
+    """``spec`` whose progress knows how many files and bytes its pattern matches now (listed once, before
+    the run starts), so each line says the share done; unchanged without progress, or when the listing
+    fails (the read then reports that failure itself)."""
+    if spec.progress is None or spec.progress.interval_s <= 0:
+        return spec
+    try:
+        files = [m for _, m in _match_input((spec.input_name, absolute_pattern(spec.pattern)))]
+    except Exception:  # noqa: BLE001 - progress is never why a run fails
+        return spec
+    progress = replace(spec.progress, total_keys=len(files), total_bytes=sum(m.size_in_bytes for m in files))
+    return replace(spec, progress=progress)
+
+
+class _Position:
+    """Where the reader is in the file's bytes as stored (compressed or not), when the stream says."""
+
+    def __init__(self) -> None:
+        self.stream = None
+
+    def now(self) -> int | None:
+        try:
+            return None if self.stream is None else self.stream.tell()
+        except (OSError, ValueError, AttributeError):  # a stream that cannot tell: counted when the file ends
+            return None
 
 
 @dataclass(frozen=True)
@@ -133,14 +161,15 @@ class _ReadAndKey(beam.DoFn):
         dead: list[dict] = []
         blocks = Blocks(BLOCK_BYTES)
         tracker = self.trackers.get(name)
+        position, counted_bytes = _Position(), 0  # bytes of this file already counted toward progress
         key_field, limit = spec.key_field, spec.max_record_bytes
         try:
             if path.endswith(".avro"):
-                source = _avro_lines(spec, readable, dead)
+                source = _avro_lines(spec, readable, dead, position)
             elif path.endswith(".parquet"):
                 source = _parquet_lines(spec, readable)
             else:
-                source = _text_lines(spec, readable, dead)
+                source = _text_lines(spec, readable, dead, position)
             for line in source:
                 if line is None:
                     records += 1  # already a dead letter
@@ -148,8 +177,11 @@ class _ReadAndKey(beam.DoFn):
                     blank += 1
                 else:
                     records += 1
-                    if tracker is not None and not records % PROGRESS_RECORDS:
-                        tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0)  # one large file is not silent
+                    if tracker is not None and not records % PROGRESS_RECORDS:  # one large file is not silent
+                        now = position.now()
+                        done = 0 if now is None else max(now - counted_bytes, 0)
+                        counted_bytes += done
+                        tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0, done_bytes=done)
                     keyed = key_record(line, name, key_field, limit)
                     if isinstance(keyed, dict):
                         dead.append(keyed)
@@ -180,7 +212,8 @@ class _ReadAndKey(beam.DoFn):
         self.records[name].inc(records)
         self.bad_records[name].inc(dead_count)
         if tracker is not None:
-            tracker.add({RECORDS: records % PROGRESS_RECORDS})
+            tracker.add({RECORDS: records % PROGRESS_RECORDS},
+                        done_bytes=max((metadata.size_in_bytes or 0) - counted_bytes, 0))
         counts = {
             counters.records_in(name): records,
             counters.dead_letters(name): dead_count,
@@ -201,8 +234,9 @@ def bucketed(keyed: tuple[str, bytes], buckets: int) -> tuple[str, bytes]:
     return bucket_of(keyed[0], buckets), keyed[1]
 
 
-def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
+def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict], position: _Position):
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
+        position.stream = raw
         for n, (line, oversize) in enumerate(iter_lines(stream, spec.max_record_bytes)):
             if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
                 line = line[len(UTF8_BOM):]
@@ -216,8 +250,9 @@ def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
                 yield line
 
 
-def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict]):
+def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict], position: _Position):
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        position.stream = stream
         for record in fastavro.reader(stream):
             try:
                 yield avro_record_to_json(project(record, spec.fields))
@@ -273,7 +308,8 @@ class ReadKeyedInputs(beam.PTransform):
             # every file's read into those bundles, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()
         )
-        read = beam.ParDo(_ReadAndKey({spec.input_name: spec for spec in self.inputs}, self.dead_letters_label))
+        inputs = {spec.input_name: with_known_size(spec) for spec in self.inputs}
+        read = beam.ParDo(_ReadAndKey(inputs, self.dead_letters_label))
         if self.dead_letters_label is not None:
             return files | "ReadAndKey" >> read
         return files | "ReadAndKey" >> read.with_outputs(KEYED, DEAD, COUNTS)
