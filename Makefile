@@ -79,16 +79,22 @@ reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a 
 PEERS_VENV ?= .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
 
-.PHONY: bench bench-peers peers-env bench-10m
+.PHONY: bench bench-peers peers-env bench-10m bench-loop
 # FLINK_10M=1: make bench also runs ten million candidates on a two-TaskManager session cluster beside
 # 1M with the same settings (bench-10m; ~15 minutes more, ~30 GB of disk at its peak).
 FLINK_10M ?=
-bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, micro, PySpark peer (docs/benchmarks.md)
+bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, the loop's commands beside the job, micro, PySpark peer (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 	$(if $(FLINK_10M),$(MAKE) bench-10m)
 
-bench-10m: $(STAMP)  ## 1M and 10M candidates (copies of the 1M archive) on a two-TaskManager session cluster (bench.flink)
-	$(BIN)/python -m bench.flink --sizes 1000000,10000000 --configs flink-session-2tm --runs 1 --taskmanager-memory 6g --timeout 3600
+bench-10m: $(STAMP)  ## 1M and 10M candidates (copies of the 1M archive) on a two-TaskManager session cluster, the job and compare of a revision's two runs (bench.flink)
+	$(BIN)/python -m bench.flink --sizes 1000000,10000000 --configs flink-session-2tm --compare-configs flink-session-2tm --runs 1 --taskmanager-memory 6g --timeout 3600
+
+# The loop's commands beside the job alone (bench.backfill; make bench runs it too). LOOP_SIZES=100000 for a short run.
+LOOP_SIZES ?= 10000,100000,1000000
+LOOP_RUNS ?= 3
+bench-loop: $(STAMP)  ## export-batch, import-batch, compare, verify and the report beside the job at 10k, 100k and 1M (bench.backfill)
+	$(BIN)/python -m bench.backfill --sizes $(LOOP_SIZES) --runs $(LOOP_RUNS)
 
 peers-env: $(PEERS_STAMP)  ## the PySpark peer's own environment, .venv-peers (bench/requirements-peers.txt; Java 17 needed)
 

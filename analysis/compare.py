@@ -234,8 +234,14 @@ class RowError(ValueError):
 _KIND_NAMES = {int: "an integer", str: "a string"}
 
 
+def _is_mapping(value: Any) -> bool:
+    # A dict first: isinstance against typing.Mapping goes through the ABC machinery, and this runs several
+    # times per row read (a sixth of compare's time at 10k, before).
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _field(row: Mapping[str, Any], name: str, kind: type) -> Any:
-    if not isinstance(row, Mapping):
+    if not _is_mapping(row):
         raise RowError(f"a row that is {shown(row)}, not an object")
     if name not in row:
         raise RowError(f"a row without {name!r}")
@@ -257,13 +263,13 @@ def records_sha256(records: Sequence[Any]) -> str:
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
     """An evaluation row as an attempt."""
-    issues = row.get("issues") if isinstance(row, Mapping) else None
+    issues = row.get("issues") if _is_mapping(row) else None
     if issues is None:
         issues = ()
     elif not isinstance(issues, list):
         raise RowError(f"'issues' is {shown(issues)}, not a list")
     codes = tuple(str(issue.get("reason_code", "")) for issue in issues
-                  if isinstance(issue, Mapping) and issue.get("validator") != BOUND_VALIDATOR)
+                  if _is_mapping(issue) and issue.get("validator") != BOUND_VALIDATOR)
     return Attempt(_field(row, "attempt", int), _field(row, "candidate_id", str), _field(row, "verdict", str), codes)
 
 
@@ -279,7 +285,7 @@ def artifact_of(row: Mapping[str, Any]) -> Artifact:
     """An artifact row: its provenance's attempt and the hash of its records."""
     provenance = row.get("provenance")
     records = row.get("records")
-    if not isinstance(provenance, Mapping) or not isinstance(records, list):
+    if not _is_mapping(provenance) or not isinstance(records, list):
         raise RowError("an artifact row without provenance or records")
     return Artifact(_field(provenance, "attempt", int), _field(provenance, "candidate_id", str),
                     records_sha256(records), orjson.dumps(records))
@@ -511,6 +517,17 @@ def records_changed(slot: Slot, change: str | None, a: SlotInRun, b: SlotInRun) 
 
 def _accepted_records(run: SlotInRun) -> list:
     return min(run.artifacts).records if run.artifacts else []  # the artifact decide() reads
+
+
+def compare_source(parts: Iterable[tuple[str, Mapping[Slot, SlotInRun]]]) -> list[SlotComparison]:
+    """Every slot of one source compared, in slot order, from its facts as read (``(run, facts of one file's
+    rows of the source)``): a slot names its source, so all that either run wrote of it is here."""
+    gathered: dict[Slot, tuple[list[SlotInRun], list[SlotInRun]]] = {}
+    for run, facts in parts:
+        side = 0 if run == RUN_A else 1
+        for slot, fact in facts.items():
+            gathered.setdefault(slot, ([], []))[side].append(fact)
+    return [compare_slot(slot, merged(a), merged(b)) for slot, (a, b) in sorted(gathered.items())]
 
 
 def compare_runs(a: Mapping[Slot, SlotInRun], b: Mapping[Slot, SlotInRun]) -> list[SlotComparison]:

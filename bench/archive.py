@@ -50,6 +50,10 @@ class ArchiveSpec:
     max_units: int = 6000
     seed: int = 7
     shards: int = 4
+    # The archive of a prompt revision (the loop's bench, bench.backfill): the first attempts of this family
+    # were made under its earlier prompt (the producer's --revised-family), and every attempt carries billed
+    # usage (--usage). None: the plain bench archive.
+    revised_family: str | None = None
 
     @classmethod
     def at_density(cls, candidates: int, **overrides) -> "ArchiveSpec":
@@ -58,7 +62,8 @@ class ArchiveSpec:
         return cls(candidates=candidates, sources=sources, **overrides)
 
     def key(self) -> str:
-        params = json.dumps(asdict(self), sort_keys=True).encode()
+        # Fields at None stay out of the key: adding one leaves every earlier archive's key as it was.
+        params = json.dumps({k: v for k, v in asdict(self).items() if v is not None}, sort_keys=True).encode()
         return f"c{self.candidates}-s{self.sources}-" + hashlib.sha256(params + producer_digest()).hexdigest()[:12]
 
 
@@ -275,6 +280,8 @@ def _build(spec: ArchiveSpec, folder: Path) -> None:
         "--truth-out", str(staging / "truth.jsonl"),
         "--seed", str(spec.seed), "--sources", str(spec.sources), "--candidates", str(spec.candidates),
         "--min-units", str(spec.min_units), "--max-units", str(spec.max_units),
+        *(["--revised-family", spec.revised_family, "--usage", "--defect-rate", "stale_prompt_fingerprint=0"]
+          if spec.revised_family else []),
     ], check=True, cwd=REPO)
     (staging / "truth.jsonl").unlink()
     per_source: dict[str, int] = {}

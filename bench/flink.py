@@ -506,12 +506,86 @@ def run_once(config: FlinkConfig, archive: Archive, scratch: Path, flink: Flink 
             "load1_after": os.getloadavg()[0]}
 
 
+COMPARE_FORMAT = "avro"  # the runs compare reads: the job's default format (a tenth of JSON Lines' disk at 10M)
+
+
+def compare_once(config: FlinkConfig, size: int, cache: Path, scratch: Path, flink: Flink | None, log,
+                 timeout_s: float | None = None) -> dict:
+    """The revision's two runs (bench.backfill: the archive before its backfill and after) on ``config``,
+    then ``compare`` of them on the same launch; each measured (wall, CPU and peak RSS by process kind,
+    spill). compare is a Beam pipeline: it runs where the job runs."""
+    from bench.backfill import after_archive, revision_sized
+
+    before, after = revision_sized(size, cache, log), after_archive(size, cache, scratch / "backfill", log)
+    if config.pool:
+        flink.ensure_pool()
+    if config.kind == "session":
+        flink.ensure_cluster(config)
+    flinky = flink is not None and config.kind != "direct"
+    roots = flink.roots(config) if flinky else {}
+    spill = tuple(flink.spill_dirs(config)) if flinky else ()
+    launch = [*config.extra, *(flink.args(config) if flinky else [])]
+    folders = {"run A": scratch / "compare-run-a", "run B": scratch / "compare-run-b",
+               "compare": scratch / "compare-out"}
+    steps = {}
+    for name, archive in (("run A", before), ("run B", after)):
+        shutil.rmtree(folders[name], ignore_errors=True)
+        m = measure([PY, "-m", "pipelines.reprocess", "--transcripts", archive.transcripts_glob, "--candidates",
+                     archive.candidates_glob, "--output", str(folders[name]), "--output-format", COMPARE_FORMAT,
+                     "--refresh-stale", *launch], roots, timeout_s=timeout_s, spill_dirs=spill)
+        if m["returncode"] != 0:
+            raise SystemExit(job_failure(f"{config.key} {name}", folders[name], m["returncode"], m["output_tail"]))
+        c = json.loads((folders[name] / "manifest.json").read_bytes())["conservation"]
+        if not c["holds"] or c["candidates_in"] != archive.candidates_in:
+            raise SystemExit(f"{config.key} {name}: conservation does not hold: {c}")
+        steps[name] = m
+        log(f"  compare bench {size:>9,} {config.key:<16} {name:<8} {m['wall_s']:8.2f}s CPU {m['cpu_s']:7.1f}s "
+            f"tree RSS {m['tree_peak_rss_mb']:7,.0f} MB")
+    shutil.rmtree(folders["compare"], ignore_errors=True)
+    m = measure([PY, "-m", "pipelines.cli", "compare", str(folders["run A"]), str(folders["run B"]), "--output",
+                 str(folders["compare"]), *launch], roots, timeout_s=timeout_s, spill_dirs=spill)
+    if m["returncode"] != 0:
+        raise SystemExit(f"{config.key} compare failed with exit code {m['returncode']}:\n{m['output_tail']}")
+    total = json.loads((folders["compare"] / "compare.json").read_bytes())["total"]
+    if not total["conservation"]["holds"]:
+        raise SystemExit(f"{config.key} compare: conservation does not hold: {total['conservation']}")
+    steps["compare"] = m
+    log(f"  compare bench {size:>9,} {config.key:<16} compare  {m['wall_s']:8.2f}s CPU {m['cpu_s']:7.1f}s "
+        f"tree RSS {m['tree_peak_rss_mb']:7,.0f} MB" + (f"; spill peak {m['peak_spill_mb']:,.0f} MB" if spill else ""))
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    for step in steps.values():
+        del step["output_tail"], step["returncode"]
+    return {"size": size, "candidates": before.candidates_in, "config": config.key, "steps": steps,
+            "slots": total["conservation"]["slots_in_a_or_b"], "changed": total["changed_slots"],
+            "load1_after": os.getloadavg()[0]}
+
+
+def compare_table(points: list[dict]) -> str:
+    rows, kinds = [], []
+    for p in points:
+        job = p["steps"]["run A"]
+        for name, m in p["steps"].items():
+            rows.append([f"{p['candidates']:,}", CONFIGS[p["config"]].label, name, f"{m['wall_s']:.1f}",
+                         f"{m['wall_s'] / job['wall_s']:.2f}", f"{m['cpu_s']:.1f}", f"{m['tree_peak_rss_mb']:,.0f}",
+                         f"{m['peak_spill_mb']:,.0f}" if "peak_spill_mb" in m else "-"])
+            kinds.append([f"{p['candidates']:,}", name,
+                          *[f"{m['cpu_s_by_kind'].get(k, 0):.1f} / {m['peak_rss_mb_by_kind'][k]:,.0f}"
+                            if k in m["peak_rss_mb_by_kind"] else "-" for k in KINDS]])
+    notes = [f"- {p['candidates']:,}: {p['slots']:,} slots compared, {p['changed']:,} changed" for p in points]
+    return (markdown_table(["candidates", "configuration", "step", "wall s", "x run A (wall)", "CPU s (tree, JVMs incl.)",
+                            "peak RSS of the tree, MB", "spill peak, MB"], rows, "lllrrrrr")
+            + "\n\nCPU s / peak RSS MB by process kind:\n\n"
+            + markdown_table(["candidates", "step", *KINDS], kinds, "ll" + "r" * len(KINDS)) + "\n\n" + "\n".join(notes))
+
+
 def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, log,
         large: int = 500_000, taskmanager_memory: str | None = None, threads: bool = False,
-        output_format: str = "jsonl", timeout_s: float | None = None) -> dict:
-    """Every size, every configuration, interleaved rounds (sizes >= large run once)."""
+        output_format: str = "jsonl", timeout_s: float | None = None, compare_configs: tuple[str, ...] = ()) -> dict:
+    """Every size, every configuration, interleaved rounds (sizes >= large run once); then, on each of
+    ``compare_configs``, the revision's two runs and ``compare`` of them at every size (once)."""
     scratch.mkdir(parents=True, exist_ok=True)
-    needs_flink = any(CONFIGS[c].kind != "direct" for c in configs)
+    needs_flink = any(CONFIGS[c].kind != "direct" for c in (*configs, *compare_configs))
     flink = obtain_flink(scratch, log, taskmanager_memory) if needs_flink else None
     if isinstance(flink, str):
         log(f"flink: not measurable here: {flink}")
@@ -563,6 +637,15 @@ def run(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: P
                     "pool_workers": [r.get("pool_workers") for r in rs],
                     **({"thread_cpu_s": [r["thread_cpu_s"] for r in rs]} if threads else {}),
                     "load1_after": [r["load1_after"] for r in rs]})
+        for key in compare_configs:
+            for size in sizes:
+                try:
+                    result.setdefault("compare", []).append(compare_once(CONFIGS[key], size, cache, scratch, flink,
+                                                                         log, timeout_s))
+                except SystemExit as e:
+                    result.setdefault("failures", []).append({"size": size, "config": key, "round": "compare",
+                                                              "error": str(e)[-1500:], "cluster_logs": None})
+                    log(f"  compare bench {size:>9,} {key:<16} FAILED: {str(e)[-300:]}")
         if flink is not None:
             result["flink"] = {"version": flink.version, "jar": flink.jar, "route": flink.route,
                                "cluster_starts": flink.cluster_starts,
@@ -646,6 +729,8 @@ def tables(result: dict) -> str:
         error = " ".join(failure["error"].split())[-400:]
         notes.append(f"FAILED: {CONFIGS[failure['config']].label} at {failure['size']:,}, round {failure['round']}: "
                      f"...{error}")
+    if result.get("compare"):
+        text_compare = compare_table(result["compare"])
     loads = [x for p in result["points"] for x in p["load1_after"]]
     if loads:
         notes.append(f"1-minute load average after each run: {min(loads):.2f}–{max(loads):.2f} on "
@@ -668,6 +753,9 @@ def tables(result: dict) -> str:
         text += ("\n\nCPU by JVM thread group (the last run; threads named alike summed, numbers dropped):\n\n"
                  + markdown_table(["candidates", "configuration", "JVM", "CPU s", "largest thread groups, CPU s"],
                                   threads, "lllrl"))
+    if result.get("compare"):
+        text += ("\n\ncompare of the revision's two runs (bench.backfill's archive before and after its backfill, "
+                 f"{COMPARE_FORMAT} runs), on the same launch as the job:\n\n" + text_compare)
     return text + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
 
@@ -676,11 +764,12 @@ FORMAT_NAMES = {"jsonl": "JSON Lines", "avro": "Avro", "parquet": "Parquet"}
 
 def section(sizes: list[int], configs: list[str], runs: int, cache: Path, scratch: Path, report: dict, log,
             taskmanager_memory: str | None = None, threads: bool = False, output_format: str = "jsonl",
-            timeout_s: float | None = None, single_run_from: int = 500_000) -> str:
+            timeout_s: float | None = None, single_run_from: int = 500_000,
+            compare_configs: tuple[str, ...] = ()) -> str:
     log(f"flink side by side over {sizes}: {', '.join(configs)}")
     result = run(sizes, configs, runs, cache, scratch / "flink", log, large=single_run_from,
                  taskmanager_memory=taskmanager_memory, threads=threads, output_format=output_format,
-                 timeout_s=timeout_s)
+                 timeout_s=timeout_s, compare_configs=compare_configs)
     report["flink"] = result
     return f"## Flink beside the DirectRunner ({FORMAT_NAMES[output_format]} outputs)\n\n" + tables(result)
 
@@ -702,16 +791,20 @@ def main(argv: list[str] | None = None) -> int:
                    "failed (a Flink job whose stage output outgrows Beam's data plane waits for ever)")
     p.add_argument("--threads", action="store_true",
                    help="also CPU per JVM thread group (JIT compilers, GC, Flink tasks, gRPC): where a JVM's CPU goes")
+    p.add_argument("--compare-configs", default="",
+                   help="also, on each of these configurations, the revision's two runs and compare of them at every "
+                        "size, once (bench.backfill's archives; make bench-10m: flink-session-2tm)")
     args = p.parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     configs = [c for c in args.configs.split(",") if c]
-    unknown = [c for c in configs if c not in CONFIGS]
+    compare_configs = tuple(c for c in args.compare_configs.split(",") if c)
+    unknown = [c for c in (*configs, *compare_configs) if c not in CONFIGS]
     if unknown:
         raise SystemExit(f"unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
     report: dict = {"load_before": os.getloadavg()}
     text = section([int(s) for s in args.sizes.split(",") if s.strip()], configs, args.runs, args.cache,
                    args.results / "scratch", report, log, args.taskmanager_memory, args.threads,
-                   args.output_format, args.timeout, args.single_run_from)
+                   args.output_format, args.timeout, args.single_run_from, compare_configs)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -256,6 +256,10 @@ def parse_args(argv):
     p.add_argument("--report-sizes", default="100000,1000000",
                    help="candidate counts for the report-vs-job run ('' to skip; points of 500k or more run once)")
     p.add_argument("--report-formats", default="jsonl,avro,parquet")
+    p.add_argument("--loop-sizes", default="10000,100000,1000000",
+                   help="candidate counts for the loop's commands beside the job (bench.backfill; '' to skip; "
+                        "points of 500k or more run once)")
+    p.add_argument("--loop-runs", type=int, default=3, help="rounds of the loop section below 500k candidates")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--flink-sizes", default="100000",
                    help="candidate counts for the Flink section (bench.flink; '' to skip); add 1000000 for 1M")
@@ -401,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
                                args.cache, scratch, log)
         report["report_vs_job"] = points
         sections.append("## The report against the job (in-process) that wrote its folder\n\n" + report_table(points))
+    loop_sizes = [int(s) for s in args.loop_sizes.split(",") if s.strip()]
+    if loop_sizes:
+        from bench import backfill
+
+        log(f"the loop's commands over {loop_sizes}")
+        sections.append(backfill.section(loop_sizes, args.loop_runs, args.cache, scratch, report, log))
     if not args.no_micro:
         sections.append(micro_section(args, base, report, log))
     instruction_sizes = [int(s) for s in args.instruction_sizes.split(",") if s.strip()]

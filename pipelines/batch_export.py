@@ -27,11 +27,13 @@ if __name__ == "__main__":  # `python -m pipelines.batch_export`: its first step
 
 import argparse
 import functools
+import hashlib
 import sys
 from typing import Sequence
 
 import apache_beam as beam
 import orjson
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 
@@ -39,7 +41,7 @@ from domain import counters
 from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input_field_shape
 from domain.batch.export import (
     INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
-    choose_among_duplicates, export_source_groups, file_contents, file_names, plan_files, schema_problems)
+    choose_among_duplicates, export_source_groups, file_names, index_line, plan_files, schema_problems)
 from domain.batch.estimate import estimate_counts, estimate_summary, unpriced_line
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.errors import Refused
@@ -60,6 +62,9 @@ from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_doc
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
 MANIFEST = "export_manifest.json"
+# Under --output while the export runs, removed before its manifest is written: each source's request lines,
+# index entries and request records, from the per-source step to the file writers (``staged_export``).
+STAGING = ".staging"
 
 
 PROG = "notarius-reprocess export-batch"
@@ -168,22 +173,102 @@ def read_request_ids(path: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
+def staged_name(source_id: str) -> str:
+    """A source's staging file: named by a digest, since a source id may hold any character."""
+    return hashlib.sha256(source_id.encode("utf-8", "surrogatepass")).hexdigest() + ".bin"
+
+
+def staged_export(config: ExportConfig, staging: str, source_id: str, grouped):
+    """``export_source_groups``, with each request row's bytes (its line, index entry and request record)
+    written to the source's staging file: the row that goes on holds its id, source, line size, estimate
+    counts and where its bytes lie (``at``: file, offset, the three lengths). Why: the rows are grouped
+    twice (by id, then by file) and the runner holds a grouping's whole input; with the lines in them,
+    that was most of export-batch's peak memory (726 MB at 101k candidates) and grew with the archive.
+    A retried bundle writes the same bytes under the same name."""
+    outputs, counts = export_source_groups(config, source_id, grouped)
+    rows = outputs["requests"]
+    if not rows:
+        return outputs, counts
+    name = staged_name(source_id)
+    parts, small, offset = [], [], 0
+    for row in rows:
+        index = orjson.dumps(row["index"])
+        lengths = (len(row["line"]), len(index), len(row["raw"]))
+        parts += (row["line"], index, row["raw"])
+        small.append({"custom_id": row["custom_id"], "source_id": row["index"]["source_id"], "size": lengths[0] + 1,
+                      "estimate": estimate_counts(row["index"]), "at": (name, offset, *lengths)})
+        offset += sum(lengths)
+    with FileSystems.create(join_path(staging, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        handle.write(b"".join(parts))
+    return {**outputs, "requests": small}, counts
+
+
+class StagedReader:
+    """Reads staged rows' bytes back, keeping a few staging files open (a file's rows come in id order,
+    which visits the sources in no order)."""
+
+    OPEN_FILES = 32
+
+    def __init__(self, staging: str) -> None:
+        self.staging = staging
+        self.handles: dict[str, object] = {}
+
+    def read(self, row: dict) -> tuple[bytes, bytes, bytes]:
+        """(line, index entry, request record) of one staged row."""
+        name, offset, line, index, raw = row["at"]
+        handle = self.handles.pop(name, None)
+        if handle is None:
+            if len(self.handles) >= self.OPEN_FILES:
+                self.handles.pop(next(iter(self.handles))).close()
+            handle = FileSystems.open(join_path(self.staging, name), compression_type=CompressionTypes.UNCOMPRESSED)
+        self.handles[name] = handle  # most recently used last
+        handle.seek(offset)
+        data = handle.read(line + index + raw)
+        return data[:line], data[line:line + index], data[line + index:]
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+        self.handles.clear()
+
+
+def remove_staging(staging: str) -> None:
+    """The staging files, then their folder (where the filesystem has folders)."""
+    found = FileSystems.match([join_path(staging, "*")])[0].metadata_list
+    if found:
+        FileSystems.delete([m.path for m in found])
+    if FileSystems.exists(staging):
+        FileSystems.delete([staging])
+
+
 class _OnePerId(beam.DoFn):
     """Request ids are unique per source by construction; across sources, keep one."""
+
+    def __init__(self, staging: str) -> None:
+        self.staging = staging
 
     def process(self, element):
         custom_id, rows = element
         rows = list(rows)
-        kept, dead = choose_among_duplicates(custom_id, rows) if len(rows) > 1 else (rows[0], [])
-        yield kept
-        if dead:  # a block of rows, as every dead-letter output (transforms.write takes blocks)
-            yield beam.pvalue.TaggedOutput("dead", dead)
-            yield beam.pvalue.TaggedOutput("counts", {counters.dead_letters(INPUT_RETRY_REQUESTS): len(dead)})
+        if len(rows) == 1:
+            yield rows[0]
+            return
+        reader = StagedReader(self.staging)
+        try:  # the choice reads each record's bytes (rare: duplicates)
+            full = [{"index": {"source_id": row["source_id"]}, "raw": reader.read(row)[2], "staged": row}
+                    for row in rows]
+        finally:
+            reader.close()
+        kept, dead = choose_among_duplicates(custom_id, full)
+        yield kept["staged"]
+        # a block of rows, as every dead-letter output (transforms.write takes blocks)
+        yield beam.pvalue.TaggedOutput("dead", dead)
+        yield beam.pvalue.TaggedOutput("counts", {counters.dead_letters(INPUT_RETRY_REQUESTS): len(dead)})
 
 
 class _WriteFile(beam.DoFn):
-    """One planned file: its request lines and its index, written whole (a retried
-    bundle rewrites the same bytes under the same name)."""
+    """One planned file: its request lines and its index, streamed from the staging files in id order (a
+    retried bundle rewrites the same bytes under the same name)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -191,11 +276,20 @@ class _WriteFile(beam.DoFn):
     def process(self, element, plan):
         number, rows = element
         requests_name, index_name = file_names(number, plan.files)
-        body, index = file_contents(list(rows))
-        for name, data in ((requests_name, body), (index_name, index)):
-            with FileSystems.create(join_path(self.directory, name)) as handle:
-                handle.write(data)
-        yield {"requests_file": requests_name, "index_file": index_name, "lines": body.count(b"\n"), "bytes": len(body)}
+        ordered = sorted(rows, key=lambda r: r["custom_id"])
+        reader = StagedReader(join_path(self.directory, STAGING))
+        written = 0
+        try:
+            with FileSystems.create(join_path(self.directory, requests_name)) as body, \
+                    FileSystems.create(join_path(self.directory, index_name)) as index:
+                for number_in_file, row in enumerate(ordered, start=1):
+                    line, entry, _ = reader.read(row)
+                    body.write(line + b"\n")
+                    index.write(index_line(number_in_file, entry))
+                    written += len(line) + 1
+        finally:
+            reader.close()
+        yield {"requests_file": requests_name, "index_file": index_name, "lines": len(ordered), "bytes": written}
 
 
 def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_name: str) -> None:
@@ -225,7 +319,8 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
                                  fields=input_field_shape(CANDIDATE_INPUT_SCHEMA)))
     # The read step's dead letters and counts ride through the per-source step (one output: Flink).
     read = pipeline | "Read" >> ReadKeyedInputs(tuple(inputs), dead_letters_label="dead_letters")
-    shaped = read | "PerSource" >> JoinAndApply(functools.partial(export_source_groups, config), OUTPUT_TAGS)
+    staging = join_path(args.output, STAGING)
+    shaped = read | "PerSource" >> JoinAndApply(functools.partial(staged_export, config, staging), OUTPUT_TAGS)
 
     unique = (
         shaped[BLOCKS]
@@ -233,12 +328,12 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "Rows" >> beam.FlatMap(lambda labelled: labelled[1] if labelled[0] == "requests" else ())
         | "ById" >> beam.Map(lambda row: (row["custom_id"], row))
         | "GroupById" >> beam.GroupByKey()
-        | "OnePerId" >> beam.ParDo(_OnePerId()).with_outputs("dead", "counts", main="rows")
+        | "OnePerId" >> beam.ParDo(_OnePerId(staging)).with_outputs("dead", "counts", main="rows")
     )
     # The plan needs every id and size (small), never the lines themselves.
     plan = (
         unique.rows
-        | "Sizes" >> beam.Map(lambda row: (row["custom_id"], len(row["line"]) + 1))
+        | "Sizes" >> beam.Map(lambda row: (row["custom_id"], row["size"]))
         | "AllSizes" >> beam.combiners.ToList()
         | "Plan" >> beam.Map(plan_files, max_lines, max_bytes)
     )
@@ -266,18 +361,24 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
     }
     manifest_path = join_path(args.output, MANIFEST)
     # What the written lines are expected to cost: counted from the lines kept, one dict per line.
-    estimates = unique.rows | "EstimateCounts" >> beam.Map(lambda row: estimate_counts(row["index"]))
+    estimates = unique.rows | "EstimateCounts" >> beam.Map(lambda row: row["estimate"])
     prices = getattr(args, "price_table", None)
     (
         (shaped[COUNTS], unique.counts, estimates)
         | "AllCounts" >> beam.Flatten()
         | "SumCounts" >> beam.CombineGlobally(SumCounts())
         | "WriteManifest" >> beam.Map(
-            lambda counts, written: write_json_document(
-                build_export_manifest(counts, written, options=options, runner=runner_name, prices=prices),
-                manifest_path),
+            lambda counts, written: _commit(staging, build_export_manifest(counts, written, options=options,
+                                                                            runner=runner_name, prices=prices),
+                                            manifest_path),
             written=beam.pvalue.AsSingleton(files))
     )
+
+
+def _commit(staging: str, manifest: dict, path: str) -> str:
+    """The staging files go once every file is written (this step waits for them), then the manifest."""
+    remove_staging(staging)
+    return write_json_document(manifest, path)
 
 
 def run_folder_of(pattern: str, output_name: str) -> str | None:
@@ -322,7 +423,7 @@ def _preflight(args: argparse.Namespace) -> None:
 def _writes() -> list[str]:
     """Paths (relative to --output) an export writes: what the input globs must not reach."""
     requests, index = file_names(0, 1)
-    return [requests, index, "dead_letters/part-00000-of-00001.jsonl", MANIFEST]
+    return [requests, index, "dead_letters/part-00000-of-00001.jsonl", MANIFEST, f"{STAGING}/{staged_name('s')}"]
 
 
 @command_named(PROG)

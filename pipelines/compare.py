@@ -38,9 +38,9 @@ from analysis.compare import (ANSWER_STATUSES, ARTIFACT_CHANGES, COMPARE_HTML, C
                               OUTPUT_ARTIFACTS, READ_FIELDS, RUN_A, RUN_B, RUNS, SITUATION_ABSENT, SITUATION_ENTRY_LIST,
                               SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
                               SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
-                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, SLOTS_OUTPUT, RowError, Slot,
-                              comparison_document, comparison_manifest, compare_slot, compared_output, document_facts,
-                              facts_by_slot, input_name, listed_rows, merged, page_name, PAGES_FOLDER, rows_block,
+                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, SLOTS_OUTPUT, RowError,
+                              comparison_document, comparison_manifest, compare_source, compared_output, document_facts,
+                              facts_by_slot, input_name, listed_rows, page_name, PAGES_FOLDER, rows_block, sum_tallies,
                               situation_of_row,
                               slot_row_order)
 from analysis.record_diff import RECORD_ADDED, RECORD_REMOVED
@@ -68,13 +68,10 @@ PROG = "notarius-reprocess compare"
 USAGE = f"{PROG} RUN_A RUN_B --output DIR [--output-format {'|'.join(OUTPUT_FORMATS)}] [--overwrite] [Beam options]"
 # A row of a verified run is read whole, however large its raw response (the job bounds its inputs).
 READ_LIMIT = 2**31 - 1
-# Slot rows per written block, and per change in compare.json's examples.
-ROWS_PER_BLOCK = 1000
+# Slot rows per change in compare.json's examples.
 EXAMPLES_PER_CHANGE = 20
-# Blocks holding a row of the wrong type ride through the grouping under this key (every slot's has three
-# parts) and are tallied under the other: one more output of the reading stage would cost, on Flink, one
-# more copy of that stage's whole output.
-REFUSED = ("refused",)
+# Blocks holding a row of the wrong type are tallied under this key (no more output of the reading stage: on
+# Flink, each costs one more copy of that stage's whole output).
 REFUSED_TALLY = ("refused_blocks",)
 
 COMPARE_OPTIONS: tuple[JobOption, ...] = (
@@ -98,51 +95,44 @@ def run_pattern(folder: str, output: str) -> str:
     return join_path(literal_pattern(folder), output, "part-*")
 
 
-def slot_facts(element) -> Iterable[tuple[tuple[str, ...], tuple[str, Any]]]:
-    """One block of one run's output (a source's rows of one file) -> (slot, (run, its facts)) per slot; a
-    block holding a row that is not what the output's contract says -> (``REFUSED``, (run, output))."""
-    _, (name, block) = element
-    run, output = name.split(".", 1)
-    rows = (orjson.loads(line) for line in decode_block(block))
-    try:
-        facts = facts_by_slot(output, rows)
-    except RowError:
-        # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block is
-        # compared and the comparison is not committed; the command names the file and the row.
-        yield REFUSED, (run, output)
-        return
-    for slot, slot_in_run in facts.items():
-        yield slot.key, (run, slot_in_run)
-
-
 @dataclass(frozen=True)
-class RefusedBlocks:
-    """The blocks grouped under ``REFUSED``: no slot row; their number is tallied, and a tally with any
-    gives no document (so no manifest)."""
+class SourceComparison:
+    """One source's part of the comparison: its changed slots' rows (in slot order) and its share of every
+    count of compare.json (with ``REFUSED_TALLY``: blocks holding a row of the wrong type, which keep the
+    comparison from being committed)."""
 
-    blocks: int
-
-    def row(self) -> None:
-        return None
-
-    def tally(self) -> dict[tuple, int]:
-        return {REFUSED_TALLY: self.blocks}
+    source_id: str
+    rows: tuple[dict, ...]
+    tally: Mapping[tuple, int]
 
 
-def compare_grouped(element):
-    """(slot, [(run, facts)]) -> the slot's comparison."""
-    key, parts = element
-    parts = list(parts)
-    if key == REFUSED:
-        return RefusedBlocks(len(parts))
-    return compare_slot(Slot(*key), merged(f for run, f in parts if run == RUN_A),
-                        merged(f for run, f in parts if run == RUN_B))
+def compare_source_blocks(element) -> SourceComparison:
+    """``(source, [(input name, block)])``: every block both runs wrote of one source -> its comparison.
+
+    Per source, not per slot: a slot names its source, and grouping the runs' rows by slot made one element
+    per slot and run for the runner to encode, hold and group (at 101k candidates two thirds of compare's
+    time, and its peak memory grew with the runs)."""
+    source_id, named_blocks = element
+    parts, refused = [], 0
+    for name, block in named_blocks:
+        run, output = name.split(".", 1)
+        rows = (orjson.loads(line) for line in decode_block(block))
+        try:
+            parts.append((run, facts_by_slot(output, rows)))
+        except RowError:
+            # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block
+            # is compared and the comparison is not committed; the command names the file and the row.
+            refused += 1
+    comparisons = compare_source(parts)
+    tally = sum_tallies(comparison.tally() for comparison in comparisons)
+    if refused:
+        tally[REFUSED_TALLY] = refused
+    return SourceComparison(source_id, tuple(row for c in comparisons if (row := c.row()) is not None), tally)
 
 
-class ReadSlotFacts(beam.PTransform):
-    """Both runs' evaluations, requests and artifacts -> ``(slot, (run, SlotInRun))`` per slot and file block
-    (``REFUSED`` for a block holding a row of the wrong type), and the reading step's counts (rows read,
-    rows not readable, per run and output)."""
+class ReadRuns(beam.PTransform):
+    """Both runs' evaluations, requests and artifacts -> ``(source, (input name, block))`` per source and file,
+    and the reading step's counts (rows read, rows not readable, per run and output)."""
 
     def __init__(self, runs: Mapping[str, str]) -> None:
         super().__init__()
@@ -153,48 +143,41 @@ class ReadSlotFacts(beam.PTransform):
                                   READ_LIMIT, fields=READ_FIELDS[output])
                        for run in RUNS for output in COMPARED_OUTPUTS)
         read = pbegin | "Read" >> ReadKeyedInputs(inputs)
-        return read[KEYED] | "BySlot" >> beam.FlatMap(slot_facts), read[COUNTS]
+        return read[KEYED], read[COUNTS]
 
 
-class CompareSlots(beam.PTransform):
-    """``(slot, (run, facts))`` -> one ``SlotComparison`` per slot of A or B (and ``RefusedBlocks``, if any)."""
+class CompareSources(beam.PTransform):
+    """``(source, (input name, block))`` -> one ``SourceComparison`` per source of A or B."""
 
-    def expand(self, facts):
-        return facts | "GroupBySlot" >> beam.GroupByKey() | "Compare" >> beam.Map(compare_grouped)
-
-
-def slot_rows(comparison) -> list[dict]:
-    row = comparison.row()
-    return [] if row is None else [row]
+    def expand(self, blocks):
+        return blocks | "GroupBySource" >> beam.GroupByKey() | "Compare" >> beam.Map(compare_source_blocks)
 
 
 def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
                    output: str, fmt: str, options: Mapping[str, Any], runner_name: str,
                    cost: Mapping[str, Any] | None = None) -> None:
-    facts, read_counts = pipeline | "ReadRuns" >> ReadSlotFacts(runs)
-    comparisons = facts | "CompareSlots" >> CompareSlots()
+    blocks, read_counts = pipeline | "ReadRuns" >> ReadRuns(runs)
+    sources = blocks | "CompareSources" >> CompareSources()
+    changed = sources | "Changed" >> beam.Filter(lambda source: bool(source.rows))
 
-    rows = comparisons | "SlotRows" >> beam.FlatMap(slot_rows)
     spec = OutputSpec(join_path(output, SLOTS_OUTPUT), fmt, writer_schema(fmt, SLOT_CHANGE_SCHEMA_AVRO))
-    written = (
-        rows
-        | "Blocks" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BLOCK)
-        | "Label" >> beam.Map(lambda block: (SLOTS_OUTPUT, block))
+    written = (  # a source's changed slots are one block
+        changed
+        | "Label" >> beam.Map(lambda source: (SLOTS_OUTPUT, list(source.rows)))
         | "WriteSlots" >> WriteOutputs({SLOTS_OUTPUT: spec}, output)
     )
     files = written | "AllFiles" >> beam.combiners.ToList()  # (label, final path, facts) of every file
     described = {run: describe_run(runs[run], manifests[run]) for run in RUNS}
     pages = (  # one page per source, its changed slots in memory at once (never the whole comparison's)
-        rows
-        | "BySource" >> beam.Map(lambda row: (row["source_id"], row))
-        | "GroupBySource" >> beam.GroupByKey()
-        | "WritePages" >> beam.Map(write_source_page, output, described)
+        changed
+        | "WritePages" >> beam.Map(lambda source: write_source_page((source.source_id, source.rows), output,
+                                                                    described))
         | "AllPages" >> beam.combiners.ToList()
     )
 
     examples = (
-        rows
-        | "ByChange" >> beam.Map(lambda row: (row["change"], row))
+        changed
+        | "ByChange" >> beam.FlatMap(lambda source: [(row["change"], row) for row in source.rows])
         | "FirstSlots" >> beam.combiners.Top.PerKey(EXAMPLES_PER_CHANGE, key=slot_row_order, reverse=True)
         | "Examples" >> beam.combiners.ToDict()
     )
@@ -202,8 +185,8 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
     listed = {run: listed_rows(manifests[run]) for run in RUNS}
     families = sorted({family for run in RUNS for family in (manifests[run].get("outcomes") or {})})
     (
-        comparisons
-        | "Tally" >> beam.Map(lambda comparison: comparison.tally())
+        sources
+        | "Tally" >> beam.Map(lambda source: source.tally)
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
         | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
                                  examples=beam.pvalue.AsSingleton(examples), cost=cost)

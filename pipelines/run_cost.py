@@ -21,7 +21,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import orjson
 
@@ -31,9 +31,11 @@ from domain.batch.estimate import estimate_block, estimate_counts, estimate_summ
 from domain.batch.export import REGISTRY_ARTIFACTS, ExportConfig, export_source
 from domain.batch.prices import PriceTable
 from domain.batch.providers import PROVIDERS, RequestSettings
-from domain.revision import KIND_JUDGE
+from domain.families import FAMILIES
+from domain.revision import KIND_JUDGE, KIND_REFRESH
 from domain.run_integrity import listed_files
 from pipelines.outputs import input_paths, input_records, iter_file_rows, iter_rows
+from transforms.json_keys import key_of
 from transforms.raw_records import avro_record_to_json
 from transforms.write import join_path
 
@@ -95,11 +97,14 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
     by_source: dict[str, list[bytes]] = defaultdict(list)
     judged: set[str] = set()
     families: set[str] = set()
+    listing: set[str] = set()  # sources with a reconciliation request: the only prompts that list registries
     for row in iter_rows(join_path(str(out), "retry_requests")):
         by_source[row["source_id"]].append(_json_line(row))
         families.add(row["family"])
         if row.get("kind") == KIND_JUDGE:
             judged.add(row["candidate_id"])
+        if getattr(FAMILIES.get(row["family"]), "chunk_kind", None) == "source":
+            listing.add(row["source_id"])
     options = manifest.get("options") or {}
     provider = PROVIDERS[target.provider]
     config = ExportConfig(provider_name=provider.name,
@@ -112,18 +117,23 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
         if not transcripts or not input_paths(transcripts):
             return None, (f"the run's transcripts ({transcripts!r}, its --transcripts) match no files: the requests "
                           "cannot be rendered to count them")
-        transcript_lines = _lines_by_source(transcripts, set(by_source))
-        registries = _registry_lines(out, manifest, set(by_source))
+        # Registry artifacts only where a prompt lists them (domain.batch.prompts.build_prompt; what the estimate
+        # counts of the others is the same without them): every source's were 150 MB of the report's 388 at 101k.
+        registries = _registry_lines(out, manifest, listing)
         candidates = _candidate_lines(options.get("candidates"), judged) if judged else {}
-        for source_id in sorted(by_source):
-            rows, dead, _ = export_source(source_id, transcript_lines.get(source_id, ()), by_source[source_id], config,
+        found: dict[str, tuple[Counter, list[str]]] = {}
+        for source_id, lines in transcripts_by_source(transcripts, set(by_source)):
+            rows, dead, _ = export_source(source_id, lines, by_source[source_id], config,
                                           registry_lines=registries.get(source_id, ()),
                                           candidate_lines=candidates.get(source_id, ()))
+            estimated: Counter[str] = Counter()
             for row in rows:
-                counts.update(estimate_counts(row["index"]))
-            for letter in dead:
-                if letter["input"] == "retry_requests":
-                    refused[letter["reason"]] += 1
+                estimated.update(estimate_counts(row["index"]))
+            found[source_id] = (estimated, [letter["reason"] for letter in dead if letter["input"] == "retry_requests"])
+        for source_id in sorted(by_source):  # summed in source order, as the reasons' ties are listed
+            source_counts, reasons = found[source_id]
+            counts.update(source_counts)
+            refused.update(reasons)
     # Priced only for a named model; without one the block says no prices (the model is unknown, not unpriced).
     named = target.model is not None
     block = estimate_block(counts, provider=provider.name, model=target.model or "",
@@ -136,13 +146,32 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
     return block, ""
 
 
-def _lines_by_source(pattern: str, sources: set[str]) -> dict[str, list[bytes]]:
-    lines: dict[str, list[bytes]] = defaultdict(list)
+def transcripts_by_source(pattern: str, sources: set[str]) -> Iterator[tuple[str, list[bytes]]]:
+    """(source, its transcript lines) for each of ``sources``, once each, those without a line last (with
+    none). Two passes over the transcripts: the first counts each source's lines, the second hands a source on
+    as soon as its last line is read, so what is held is the sources begun and not finished (one, in an
+    archive whose files keep a source's lines together), never the archive's transcripts (the report held
+    them all: 498 MB at 101k candidates, growing with the archive)."""
+    expected: Counter[str] = Counter()
     for line in input_records(pattern):
-        source_id = _field(line, "source_id")
+        source_id = _source_key(line)
         if source_id in sources:
-            lines[source_id].append(line)
-    return lines
+            expected[source_id] += 1
+    pending: dict[str, list[bytes]] = defaultdict(list)
+    for line in input_records(pattern):
+        source_id = _source_key(line)
+        if source_id in expected:
+            pending[source_id].append(line)
+            if len(pending[source_id]) == expected[source_id]:
+                yield source_id, pending.pop(source_id)
+    for source_id in sorted(sources - set(expected)):
+        yield source_id, []
+
+
+def _source_key(line: bytes) -> str | None:
+    """A line's source id as export-batch's read step keys it (transforms.json_keys: without building the
+    record, ~0.4 ms against ~4 ms a transcript line), else from the whole record."""
+    return key_of(line, "source_id") or _field(line, "source_id")
 
 
 def _field(line: bytes, name: str) -> str | None:
@@ -188,10 +217,20 @@ def comparison_cost(runs: Mapping[str, str], prices: PriceTable | None, prices_f
     """compare.json's ``cost``: each run's attempts (per family and verdict, B beside A) and the revision's
     refresh round (B's attempts answering A's refresh requests; those B did not answer, per family)."""
     a, b = runs["a"], runs["b"]
-    tables = {run: cost_table("attempts", attempt_cells(iter_rows(join_path(folder, "evaluations"))), prices)
-              for run, folder in runs.items()}
-    cells, unanswered = refresh_round_cells(iter_rows(join_path(a, "retry_requests")),
-                                            iter_rows(join_path(b, "evaluations")))
+    # B's evaluations are read once: its attempts' table keeps, on the way, the rows that could answer one of
+    # A's refresh requests (the request's slot and attempt), which are all the refresh round reads of B.
+    asked = {(row["source_id"], row["chunk_id"], row["family"], int(row["attempt"]))
+             for row in iter_rows(join_path(a, "retry_requests")) if row.get("kind") == KIND_REFRESH}
+    answers: list[dict] = []
+
+    def rows_of(run: str, folder: str) -> Iterator[dict]:
+        for row in iter_rows(join_path(folder, "evaluations")):
+            if run == "b" and (row["source_id"], row["chunk_id"], row["family"], int(row["attempt"])) in asked:
+                answers.append(row)
+            yield row
+
+    tables = {run: cost_table("attempts", attempt_cells(rows_of(run, folder)), prices) for run, folder in runs.items()}
+    cells, unanswered = refresh_round_cells(iter_rows(join_path(a, "retry_requests")), answers)
     refresh = cost_table("attempts", cells, prices)
     return {
         "prices": {"file": prices_file, "currency": prices.currency if prices is not None else None},

@@ -25,7 +25,7 @@ from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWE
                               SITUATION_ENTRY_LIST, SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
                               SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
                               SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot,
-                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_runs,
+                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_runs, compare_source,
                               compare_slot, comparison_document, comparison_folder_problems, decide, facts_by_slot,
                               RowError, failed_after_registry_change, is_page_name, listed_rows, page_name,
                               records_sha256, rows_block, situation, sum_tallies)
@@ -260,6 +260,48 @@ def test_a_run_compared_with_itself_changes_nothing(a):
     assert total["artifacts"] == {"unchanged": accepted_slots, "changed": 0, "appeared": 0, "disappeared": 0}
     assert total["reason_codes"]["a"] == total["reason_codes"]["b"]
     assert total["failed_after_registry_change"] == 0
+
+
+def _pieces(run: str, facts: dict) -> list:
+    """One run's facts as the reading step gives them: attempts, requests and artifacts from separate files,
+    each file's part of a slot on its own."""
+    return [(run, {slot: part}) for slot, f in facts.items()
+            for part in (SlotInRun(attempts=f.attempts), SlotInRun(requests=f.requests),
+                         SlotInRun(artifacts=f.artifacts)) if part.present]
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=runs, b=runs, order=st.randoms(use_true_random=False))
+def test_comparing_source_by_source_is_comparing_the_runs(a, b, order):
+    """compare groups a run's rows by source (issue 43): each source's pieces, in any order, give exactly
+    the comparisons of its slots that the whole runs give, in slot order."""
+    whole = compare_runs(a, b)
+    by_source = []
+    for source in sorted({slot.source_id for slot in set(a) | set(b)}):
+        pieces = [p for run, facts in (("a", a), ("b", b)) for p in _pieces(run, facts)
+                  if next(iter(p[1])).source_id == source]
+        order.shuffle(pieces)
+        found = compare_source(pieces)
+        assert [c.slot for c in found] == sorted(c.slot for c in found) and {c.slot.source_id for c in found} == {source}
+        by_source += found
+    assert sorted(by_source, key=lambda c: c.slot) == sorted(whole, key=lambda c: c.slot)
+
+
+def test_a_source_compares_its_readable_blocks_and_counts_the_refused_ones():
+    from pipelines.compare import REFUSED_TALLY, compare_source_blocks
+    from transforms.raw_records import encode_block
+
+    evaluation = {"family": "spells", "source_id": S1, "chunk_id": "x-1", "candidate_id": "c1", "attempt": 1,
+                  "verdict": "rejected", "issues": [{"validator": "v", "reason_code": "x"}]}
+    request = {"family": "spells", "source_id": S1, "chunk_id": "x-1", "kind": "retry", "candidate_id": "c1",
+               "attempt": 2}
+    blocks = [("a.evaluations", encode_block([orjson.dumps(evaluation)])),
+              ("a.retry_requests", encode_block([orjson.dumps(request)])),
+              ("b.evaluations", encode_block([orjson.dumps({**evaluation, "attempt": "one"})]))]  # refused
+    found = compare_source_blocks((S1, blocks))
+    assert found.source_id == S1 and found.tally[REFUSED_TALLY] == 1
+    assert found.tally[("transition", "spells", "retry", "absent")] == 1
+    assert [(row["chunk_id"], row["change"]) for row in found.rows] == [("x-1", "other")]
 
 
 SLOT_JSON_SCHEMA = load_json_asset(schemagen.SLOT_CHANGE_SCHEMA_JSON)

@@ -267,6 +267,22 @@ def test_leaks_are_found(run, planted, what):
     assert what in {leak.what for leak in find_leaks(request, tokens)}
 
 
+@settings(max_examples=200, deadline=None)
+@given(ids=st.dictionaries(st.text("ab :.-_é", min_size=1, max_size=6), st.sampled_from(["candidate id", "source id"]),
+                           max_size=8),
+       guidance=st.text("ab :.-_é()", max_size=30))
+def test_an_id_no_word_can_hold_is_found_as_text(ids, guidance):
+    """The ids a word cannot hold are listed once per run (issue 43), and each is still searched for in
+    every request's guidance as text."""
+    from analysis.retry_economy import InternalTokens, _TOKEN
+
+    tokens = InternalTokens(ids)
+    assert tokens.untokenizable == tuple((t, w) for t, w in sorted(ids.items()) if _TOKEN.fullmatch(t) is None)
+    found = {(leak.what, leak.text) for leak in find_leaks({"request_id": "r", "correction_guidance": guidance}, tokens)}
+    for token, what in tokens.untokenizable:
+        assert ((what, token) in found) == (token in guidance)
+
+
 def test_plain_guidance_prose_is_not_a_leak(run):
     tokens = internal_tokens(run.evaluations, run.requests)
     prose = ('- The engaged event of the enemy "Goblin" (units 10–12): cite units 1–30 and set `kind`; '

@@ -265,8 +265,15 @@ def file_contents(rows: Sequence[dict]) -> tuple[bytes, bytes]:
     """(request file bytes, index file bytes) for one file's rows, in id order."""
     ordered = sorted(rows, key=lambda r: r["custom_id"])
     body = b"".join(r["line"] + b"\n" for r in ordered)
-    index = b"".join(orjson.dumps({"line": n, **r["index"]}) + b"\n" for n, r in enumerate(ordered, start=1))
+    index = b"".join(index_line(n, orjson.dumps(r["index"])) for n, r in enumerate(ordered, start=1))
     return body, index
+
+
+def index_line(number: int, index: bytes) -> bytes:
+    """The index file's line for request line ``number`` (from 1) whose index entry is ``index``
+    (orjson bytes of a non-empty object without a ``line`` key): ``{"line": number, **entry}`` as
+    orjson writes it, without parsing the entry again."""
+    return b'{"line":%d,%s\n' % (number, index[1:])
 
 
 def build_export_manifest(counts: Mapping[str, int], files: Sequence[Mapping[str, Any]], *,

@@ -80,6 +80,46 @@ def _retry_request_validator() -> Draft202012Validator:
     return Draft202012Validator(load_json_asset(RETRY_REQUEST_SCHEMA))
 
 
+@lru_cache(maxsize=1)
+def _plain_request_check():
+    """A check of the common shape of a retry_request.v1 record, read off the schema (its keys, types and
+    patterns; the rules per kind spelled out below): a record it passes, the schema passes. Why: the
+    validator walks the schema per record, most of export-batch's per-source work (0.9 of 1.3 s at 10k
+    candidates) and of the report's estimate; this takes a few µs. Anything else goes to the validator,
+    which also words the error. ``tests/test_export_staging.py`` holds the two against each other."""
+    import re
+
+    schema = load_json_asset(RETRY_REQUEST_SCHEMA)
+    properties = schema["properties"]
+    keys = frozenset(schema["required"])
+    if schema.get("additionalProperties") is not False or keys != frozenset(properties):
+        return None  # a schema this check was not written for: the validator alone
+    strings = tuple(k for k, v in properties.items() if v.get("type") == "string")
+    nullable = tuple(k for k, v in properties.items() if v.get("type") == ["string", "null"])
+    patterns = tuple((k, re.compile(v["pattern"])) for k, v in properties.items() if "pattern" in v)
+    kinds = frozenset(properties["kind"]["enum"])
+
+    def plain(record: Any) -> bool:
+        if type(record) is not dict or record.keys() != keys:
+            return False
+        kind, attempt, guidance = record["kind"], record["attempt"], record["correction_guidance"]
+        if type(kind) is not str or kind not in kinds or type(attempt) is not int or attempt < 1:
+            return False
+        if any(type(record[k]) is not str for k in strings) or any(
+                record[k] is not None and type(record[k]) is not str for k in nullable):
+            return False
+        if any(record[k] is not None and pattern.search(record[k]) is None for k, pattern in patterns):
+            return False
+        judged = (record["candidate_sha256"], record["judge"], record["judge_fingerprint"])
+        if kind == KIND_RETRY:
+            return len(guidance) >= 1 and attempt >= 2 and judged == (None, None, None)
+        if kind == KIND_REFRESH:
+            return len(guidance) == 0 and attempt >= 2 and judged == (None, None, None)
+        return kind == KIND_JUDGE and len(guidance) == 0 and None not in judged
+
+    return plain
+
+
 def parse_retry_request(raw: bytes) -> RetryRequest:
     """Decode and check one retry request record (contract §6). Raises :class:`RetryRequestError`."""
     try:
@@ -92,7 +132,9 @@ def parse_retry_request(raw: bytes) -> RetryRequest:
         record = {**record, "input_fingerprint": None}  # rows of runs made before entry-list fingerprints
     if isinstance(record, dict) and "judge" not in record:  # rows of runs made before judges
         record = {**record, "candidate_sha256": None, "judge": None, "judge_fingerprint": None}
-    errors = sorted(_retry_request_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
+    plain = _plain_request_check()
+    errors = [] if plain is not None and plain(record) else sorted(_retry_request_validator().iter_errors(record),
+                                                                   key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "record"
         raise RetryRequestError(f"retry request does not match retry_request.v1 at {where}: {errors[0].message}"[:300])
