@@ -39,7 +39,7 @@ import orjson
 
 from bench.archive import (GZIP_LEVEL, REPLICATE_UNIT, REPO, Archive, ArchiveSpec, ensure_archive, ensure_archive_at,
                            replicated_archive)
-from bench.procs import Measured, job_failure, measure
+from bench.procs import Measured, code_version, job_failure, measure
 from bench.stats import linear_fit, markdown_table, spread, summary
 
 PY = sys.executable
@@ -408,7 +408,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         raise SystemExit(f"unknown command(s) {unknown}; known: {', '.join(STEPS)}")
-    from bench.run import code_version
 
     report: dict = {"load_before": os.getloadavg(), "code": code_version()}
     text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache,

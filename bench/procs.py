@@ -160,3 +160,15 @@ def job_failure(label: str, output, returncode: int, tail: str) -> str:
         return (f"{label}: conservation does not hold: {manifest['conservation']}; transcripts: "
                 f"{manifest['transcript_conservation']} (outputs kept in {output})")
     return f"{label} failed with exit code {returncode}:\n{tail}"
+
+
+def code_version() -> str:
+    """The commit measured, and whether the tree had uncommitted changes."""
+    checkout = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return commit + (" with uncommitted changes" if dirty.strip() else "")

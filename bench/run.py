@@ -40,7 +40,7 @@ from pathlib import Path
 
 from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.configs import CONFIGS, NOT_MEASURABLE, PY, command, run_once
-from bench.procs import measure
+from bench.procs import code_version, measure
 from bench.stats import check_same_evaluations, linear_fit, markdown_table, round_order, spread, summary
 
 LARGE = 500_000  # scaling points this big run once, whatever --scaling-runs says
@@ -215,17 +215,6 @@ def scaling_table(result: dict) -> str:
     fits = [f"- {CONFIGS[k].label}: wall = {f['fixed_s']:.2f} s + {f['us_per_candidate']:.1f} µs x candidates"
             for k, f in result["fits"].items()]
     return table + ("\n\nLeast-squares fit over the sizes:\n" + "\n".join(fits) if fits else "")
-
-
-def code_version() -> str:
-    """The commit measured, and whether the tree had uncommitted changes."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return commit + (" with uncommitted changes" if dirty.strip() else "")
 
 
 def machine() -> dict:
