@@ -50,10 +50,13 @@ CHAINED = re.compile(rf"(?P<join>{JOIN})§(?P<n>{SECTION})\b")
 ANCHOR = re.compile(r'<a id="(s[0-9][\w-]*)"></a>')
 FENCE = re.compile(r"^\s*(```|~~~)")
 
+CITES_OLD = re.compile(r"\bSPEC(?:\s*§|\s+\d|'s\b)")
+POINTS_AT_OLD = re.compile(r"SPEC\.md|shared/SPEC")
+OLD_AT_LINE_END = re.compile(r"(?:\(|\b(?:see|the|per|in|by) )SPEC\s*$")
 LEFTOVERS = (
-    (re.compile(r"\bSPEC(?:\s+§|\s+\d|'s\b)"), "cites the old SPEC"),
-    (re.compile(r"(?:\(|\b(?:see|the|per|in|by) )SPEC\s*$"), "may cite the old SPEC across a line break"),
-    (re.compile(r"SPEC\.md|shared/SPEC"), "points at the old SPEC.md"),
+    (CITES_OLD, "cites the old SPEC"),
+    (OLD_AT_LINE_END, "may cite the old SPEC across a line break"),
+    (POINTS_AT_OLD, "points at the old SPEC.md"),
 )
 CITATION = re.compile(rf"\bcontract\s+§(?P<first>{SECTION})\b(?P<chain>(?:{JOIN}§{SECTION}\b)*)")
 # A link into the contract: "(contract.md#s6-1)", "(../contract.md#s4)"; "(#s6-1)" inside it.

@@ -25,26 +25,32 @@ CONTRACT = "docs/contract.md"
 # The files that spell the old form, and bad citations, on purpose: to look for them.
 CHECKERS = frozenset({"scripts/cite_contract.py", "tests/test_contract_citations.py"})
 
-SECTION = r"\d+(?:\.\d+)?"
-JOIN = r"(?:,\s*|\s+and\s+|\s+or\s+|\s*[–/-]\s*)"
-CITATION = re.compile(rf"\bcontract\s+§(?P<first>{SECTION})\b(?P<chain>(?:{JOIN}§{SECTION}\b)*)")
-CHAINED = re.compile(rf"{JOIN}§(?P<n>{SECTION})\b")
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("cite_contract", ROOT / "scripts" / "cite_contract.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The citation grammar is the script's: one definition of what a citation is, for the rewrite and the check.
+SCRIPT = _load_script()
+CITATION, CHAINED, FENCE = SCRIPT.CITATION, SCRIPT.CHAINED, SCRIPT.FENCE
+OLD = (SCRIPT.CITES_OLD, SCRIPT.POINTS_AT_OLD)  # the old forms on one line (not the script's line-break hint)
 # Any mention of an anchor of the contract: "contract.md#s6-1", in a link or not.
 ANCHORED = re.compile(r"contract\.md#(?P<anchor>[\w-]+)")
 # A Markdown link: its target path (may be empty: a link within the page) and anchor.
 MD_LINK = re.compile(r"\]\((?P<path>[^)\s#]*)(?:#(?P<anchor>[^)\s]*))?\)")
-OLD = (re.compile(r"\bSPEC(?:\s*§|\s+\d|'s\b)"), re.compile(r"SPEC\.md"), re.compile(r"shared/SPEC"))
+# A line that is only an anchor: stricter than the script's search, to find one placed inside a paragraph.
 ANCHOR = re.compile(r'^<a id="(?P<id>[^"]+)"></a>\s*$')
 HEADING = re.compile(r"^(?P<level>#{2,3}) (?P<number>\d+(?:\.\d+)?)\.? ")
-FENCE = re.compile(r"^\s*(```|~~~)")
 
 # Every section the project has cited (the numbering it has always used).
 CITED_SECTIONS = ("1", "2", "3", "3.1", "3.2", "3.3", "4", "4.1", "4.2", "4.3", "5", "5.3", "6", "6.1", "6.2",
                   "6.3", "6.4", "7", "8", "9")
 
 
-def anchor_of(section: str) -> str:
-    return "s" + section.replace(".", "-")
+anchor_of = SCRIPT.anchor
 
 
 def tracked_texts() -> dict[str, str]:
@@ -204,10 +210,7 @@ def test_old_citations_are_found():
 
 @pytest.fixture(scope="module")
 def cite():
-    spec = importlib.util.spec_from_file_location("cite_contract", ROOT / "scripts" / "cite_contract.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return SCRIPT
 
 
 @pytest.mark.parametrize("path, old, new", [
