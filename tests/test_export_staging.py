@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from domain.batch.export import INPUT_RETRY_REQUESTS, export_source_groups, file_contents
 from domain.intake import INPUT_TRANSCRIPTS
-from pipelines.batch_export import (STAGING, StagedReader, _OnePerId, _WriteFile, remove_staging, staged_export,
-                                    staged_name)
+from transforms.export import (STAGING, OnePerId, StagedReader, WriteRequestFiles, remove_staging, staged_export,
+                               staged_name)
 from test_batch_backfill import SOURCE, TRANSCRIPT, config, registry_lines, run1  # noqa: F401 (fixture)
 
 
@@ -54,7 +54,7 @@ def test_a_file_written_from_the_staging_is_the_bytes_of_the_rows_in_memory(run1
     rows, _ = export_source_groups(config(), SOURCE, grouped(run1))
     staged, _ = staged_export(config(), str(out / STAGING), SOURCE, grouped(run1))
     arriving = [staged["requests"][i] for i in order]  # the grouping gives them in any order
-    [written] = list(_WriteFile(str(out)).process((0, arriving), Plan(1)))
+    [written] = list(WriteRequestFiles(str(out)).process((0, arriving), Plan(1)))
     body, index = file_contents(rows["requests"])
     assert (out / written["requests_file"]).read_bytes() == body
     assert (out / written["index_file"]).read_bytes() == index
@@ -71,7 +71,7 @@ def test_a_request_id_of_two_sources_keeps_the_first_source_and_dead_letters_the
         (staging / staged_name(source)).write_bytes(b"padding" + line + index + raw)
         rows.append({"custom_id": "r-1", "source_id": source, "size": len(line) + 1, "estimate": {},
                      "at": (staged_name(source), len(b"padding"), len(line), len(index), len(raw))})
-    out = list(_OnePerId(str(staging)).process(("r-1", list(reversed(rows)))))
+    out = list(OnePerId(str(staging)).process(("r-1", list(reversed(rows)))))
     assert out[0] is rows[0]
     dead = out[1].value
     assert len(dead) == 1 and out[1].tag == "dead" and out[2].value == {"dead_letters/retry_requests": 1}
