@@ -523,7 +523,7 @@ def test_the_manifest_example_is_the_demos_run_2_manifest_cut(demo_run):
     """The manifest docs/outputs.md shows is run 2's, cut (its counts are make demo's, which this smaller demo
     cannot have; what does not depend on the archive's size is the same)."""
     from docgen.data_dictionary import manifest_paths
-    from docgen.output_prose import MANIFEST_CUT, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM, cut_manifest
+    from docgen.manifest_prose import MANIFEST_CUT, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM, cut_manifest
 
     _, root, _ = demo_run
     assert MANIFEST_EXAMPLE_FROM == "out/demo/run2/manifest.json"

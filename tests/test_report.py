@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from analysis.compare_folder import comparison_document, rows_block
-from analysis.retry_economy import recorded_savings, retry_economy
+from analysis.retry_economy import retry_economy
+from analysis.savings import recorded_savings
 from analysis.run_summary import summarize_run
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
