@@ -463,11 +463,6 @@ def compare_source(parts: Iterable[tuple[str, Mapping[Slot, SlotInRun]]]) -> lis
     return [compare_slot(slot, merged(a), merged(b)) for slot, (a, b) in sorted(gathered.items())]
 
 
-def compare_runs(a: Mapping[Slot, SlotInRun], b: Mapping[Slot, SlotInRun]) -> list[SlotComparison]:
-    """Every slot of A or B compared (in slot order): the whole comparison in memory, for small runs and tests."""
-    return [compare_slot(slot, a.get(slot, NOTHING), b.get(slot, NOTHING)) for slot in sorted(set(a) | set(b))]
-
-
 def sum_tallies(tallies: Iterable[Mapping[tuple, int]]) -> dict[tuple, int]:
     total: Counter[tuple] = Counter()
     for tally in tallies:

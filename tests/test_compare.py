@@ -25,7 +25,7 @@ from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWE
                               SITUATION_ENTRY_LIST, SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
                               SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
                               SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, Artifact, Attempt, Decision, Request,
-                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_runs, compare_source,
+                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_source,
                               compare_slot, decide, facts_by_slot, failed_after_registry_change, records_sha256,
                               situation, sum_tallies)
 from analysis.compare_folder import (COMPARE_HTML, COMPARE_JSON, comparison_document, comparison_folder_problems,
@@ -39,6 +39,12 @@ from output_reader import read_rows
 
 S1 = "crd3:S1"
 SHA_X, SHA_Y = "1" * 64, "2" * 64
+
+
+def compare_runs(a, b):
+    """Every slot of A or B compared, in slot order: the whole comparison in memory, what the job's
+    source-by-source comparison (``compare_source``) is held to."""
+    return [compare_slot(slot, a.get(slot, NOTHING), b.get(slot, NOTHING)) for slot in sorted(set(a) | set(b))]
 
 
 def rejected(n, cid, *codes):

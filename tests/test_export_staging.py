@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.batch.export import INPUT_RETRY_REQUESTS, export_source_groups, file_contents
+from domain.batch.export import INPUT_RETRY_REQUESTS, export_source_groups, index_line
 from domain.intake import INPUT_TRANSCRIPTS
 from transforms.export import (STAGING, OnePerId, StagedReader, WriteRequestFiles, remove_staging, staged_export,
                                staged_name)
@@ -45,6 +45,15 @@ def test_staged_rows_carry_no_request_bytes_and_read_back_as_the_domain_wrote_th
     finally:
         reader.close()
     assert sorted(p.name for p in (tmp_path / STAGING).iterdir()) == [staged_name(SOURCE)]
+
+
+def file_contents(rows):
+    """(request file bytes, index file bytes) of one file's rows held in memory, in id order: what the file
+    written from the staging must be."""
+    ordered = sorted(rows, key=lambda r: r["custom_id"])
+    body = b"".join(r["line"] + b"\n" for r in ordered)
+    index = b"".join(index_line(n, orjson.dumps(r["index"])) for n, r in enumerate(ordered, start=1))
+    return body, index
 
 
 @settings(max_examples=20, deadline=None)

@@ -281,13 +281,13 @@ def conservation_section(document: Mapping[str, Any]) -> str:
     slots = document["conservation"]["slots"]
     rows = document["conservation"]["rows"]
     line = (f"{slots['slots_in_a_or_b']} slots in A or B = {slots['counted_in_transitions']} counted in transitions")
-    table = table(["run", *COMPARED_OUTPUTS],
+    counts = table(["run", *COMPARED_OUTPUTS],
                    [[e(run), *(f"{rows[run][o]['read']} of {rows[run][o]['listed']}"
                                + (f" ({rows[run][o]['unreadable']} unreadable)" if rows[run][o]["unreadable"] else "")
                                for o in COMPARED_OUTPUTS)] for run in RUNS])
     return section("conservation", "Conservation",
                    f"<p>{e(line)} — {verdict(bool(slots['holds']))}</p>"
-                   f"<p>Rows read of the rows each run's manifest lists — {verdict(bool(rows['holds']))}</p>" + table)
+                   f"<p>Rows read of the rows each run's manifest lists — {verdict(bool(rows['holds']))}</p>" + counts)
 
 
 def comparison_sections(document: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] | None = None) -> str:
