@@ -27,33 +27,31 @@ if __name__ == "__main__":  # `python -m pipelines.batch_export`: its first step
 
 import argparse
 import functools
-import hashlib
 import sys
 from typing import Sequence
 
 import apache_beam as beam
 import orjson
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 
-from domain import counters
 from domain.assets import CANDIDATE_INPUT_SCHEMA, TRANSCRIPT_INPUT_SCHEMA, input_field_shape
-from domain.batch.export import (
-    INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, REGISTRY_ARTIFACTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS, ExportConfig, build_export_manifest,
-    choose_among_duplicates, export_source_groups, file_names, index_line, plan_files, schema_problems)
-from domain.batch.estimate import estimate_counts, estimate_summary, unpriced_line
+from domain.batch.estimate import estimate_summary, unpriced_line
+from domain.batch.export import (INPUT_JUDGED, INPUT_REGISTRIES, INPUT_RETRY_REQUESTS, INPUT_TRANSCRIPTS, OUTPUT_TAGS,
+                                 REGISTRY_ARTIFACTS, ExportConfig, build_export_manifest, file_names, plan_files,
+                                 schema_problems)
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.errors import Refused
-from pipelines.options import DEFAULT_MAX_RECORD_BYTES
 from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE, REQUEST_KINDS
 from pipelines.guards import claimed_output
-from pipelines.options import (PRICES_OPTION, JobOption, OptionsError, beam_options, command_parser, parse_choices,
-                               parse_command, parse_families, read_prices, required_files)
+from pipelines.interruption import command_named
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, PRICES_OPTION, JobOption, OptionsError, beam_options,
+                               command_parser, parse_choices, parse_command, parse_families, read_prices,
+                               required_files)
 from pipelines.verify import require_verified
 from runners.workarounds import send_stage_inputs_whole
-from pipelines.interruption import command_named
+from transforms.export import STAGING, OnePerId, WriteRequestFiles, remove_staging, staged_export, staged_name
 from transforms.files import literal_pattern, matching_files
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
 from transforms.read import KeyedInput, ReadKeyedInputs
@@ -62,9 +60,6 @@ from transforms.write import OutputSpec, WriteOutputs, join_path, write_json_doc
 DEFAULT_RUNNER = "FnApiRunner"  # as the main job: the DirectRunner's engine without a Prism download
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
 MANIFEST = "export_manifest.json"
-# Under --output while the export runs, removed before its manifest is written: each source's request lines,
-# index entries and request records, from the per-source step to the file writers (``staged_export``).
-STAGING = ".staging"
 
 
 PROG = "notarius-reprocess export-batch"
@@ -173,125 +168,6 @@ def read_request_ids(path: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
-def staged_name(source_id: str) -> str:
-    """A source's staging file: named by a digest, since a source id may hold any character."""
-    return hashlib.sha256(source_id.encode("utf-8", "surrogatepass")).hexdigest() + ".bin"
-
-
-def staged_export(config: ExportConfig, staging: str, source_id: str, grouped):
-    """``export_source_groups``, with each request row's bytes (its line, index entry and request record)
-    written to the source's staging file: the row that goes on holds its id, source, line size, estimate
-    counts and where its bytes lie (``at``: file, offset, the three lengths). Why: the rows are grouped
-    twice (by id, then by file) and the runner holds a grouping's whole input; with the lines in them,
-    that was most of export-batch's peak memory (726 MB at 101k candidates) and grew with the archive.
-    A retried bundle writes the same bytes under the same name."""
-    outputs, counts = export_source_groups(config, source_id, grouped)
-    rows = outputs["requests"]
-    if not rows:
-        return outputs, counts
-    name = staged_name(source_id)
-    parts, small, offset = [], [], 0
-    for row in rows:
-        index = orjson.dumps(row["index"])
-        lengths = (len(row["line"]), len(index), len(row["raw"]))
-        parts += (row["line"], index, row["raw"])
-        small.append({"custom_id": row["custom_id"], "source_id": row["index"]["source_id"], "size": lengths[0] + 1,
-                      "estimate": estimate_counts(row["index"]), "at": (name, offset, *lengths)})
-        offset += sum(lengths)
-    with FileSystems.create(join_path(staging, name), compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        handle.write(b"".join(parts))
-    return {**outputs, "requests": small}, counts
-
-
-class StagedReader:
-    """Reads staged rows' bytes back, keeping a few staging files open (a file's rows come in id order,
-    which visits the sources in no order)."""
-
-    OPEN_FILES = 32
-
-    def __init__(self, staging: str) -> None:
-        self.staging = staging
-        self.handles: dict[str, object] = {}
-
-    def read(self, row: dict) -> tuple[bytes, bytes, bytes]:
-        """(line, index entry, request record) of one staged row."""
-        name, offset, line, index, raw = row["at"]
-        handle = self.handles.pop(name, None)
-        if handle is None:
-            if len(self.handles) >= self.OPEN_FILES:
-                self.handles.pop(next(iter(self.handles))).close()
-            handle = FileSystems.open(join_path(self.staging, name), compression_type=CompressionTypes.UNCOMPRESSED)
-        self.handles[name] = handle  # most recently used last
-        handle.seek(offset)
-        data = handle.read(line + index + raw)
-        return data[:line], data[line:line + index], data[line + index:]
-
-    def close(self) -> None:
-        for handle in self.handles.values():
-            handle.close()
-        self.handles.clear()
-
-
-def remove_staging(staging: str) -> None:
-    """The staging files, then their folder (where the filesystem has folders)."""
-    found = FileSystems.match([join_path(staging, "*")])[0].metadata_list
-    if found:
-        FileSystems.delete([m.path for m in found])
-    if FileSystems.exists(staging):
-        FileSystems.delete([staging])
-
-
-class _OnePerId(beam.DoFn):
-    """Request ids are unique per source by construction; across sources, keep one."""
-
-    def __init__(self, staging: str) -> None:
-        self.staging = staging
-
-    def process(self, element):
-        custom_id, rows = element
-        rows = list(rows)
-        if len(rows) == 1:
-            yield rows[0]
-            return
-        reader = StagedReader(self.staging)
-        try:  # the choice reads each record's bytes (rare: duplicates)
-            full = [{"index": {"source_id": row["source_id"]}, "raw": reader.read(row)[2], "staged": row}
-                    for row in rows]
-        finally:
-            reader.close()
-        kept, dead = choose_among_duplicates(custom_id, full)
-        yield kept["staged"]
-        # a block of rows, as every dead-letter output (transforms.write takes blocks)
-        yield beam.pvalue.TaggedOutput("dead", dead)
-        yield beam.pvalue.TaggedOutput("counts", {counters.dead_letters(INPUT_RETRY_REQUESTS): len(dead)})
-
-
-class _WriteFile(beam.DoFn):
-    """One planned file: its request lines and its index, streamed from the staging files in id order (a
-    retried bundle rewrites the same bytes under the same name)."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def process(self, element, plan):
-        number, rows = element
-        requests_name, index_name = file_names(number, plan.files)
-        ordered = sorted(rows, key=lambda r: r["custom_id"])
-        reader = StagedReader(join_path(self.directory, STAGING))
-        written = 0
-        try:
-            with FileSystems.create(join_path(self.directory, requests_name)) as body, \
-                    FileSystems.create(join_path(self.directory, index_name)) as index:
-                for number_in_file, row in enumerate(ordered, start=1):
-                    line, entry, _ = reader.read(row)
-                    body.write(line + b"\n")
-                    index.write(index_line(number_in_file, entry))
-                    written += len(line) + 1
-        finally:
-            reader.close()
-        yield {"requests_file": requests_name, "index_file": index_name, "lines": len(ordered), "bytes": written}
-
-
 def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_name: str) -> None:
     provider = PROVIDERS[args.provider]
     max_lines = _limit(args.max_lines_per_file, provider.max_lines)
@@ -328,7 +204,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         | "Rows" >> beam.FlatMap(lambda labelled: labelled[1] if labelled[0] == "requests" else ())
         | "ById" >> beam.Map(lambda row: (row["custom_id"], row))
         | "GroupById" >> beam.GroupByKey()
-        | "OnePerId" >> beam.ParDo(_OnePerId(staging)).with_outputs("dead", "counts", main="rows")
+        | "OnePerId" >> beam.ParDo(OnePerId(staging)).with_outputs("dead", "counts", main="rows")
     )
     # The plan needs every id and size (small), never the lines themselves.
     plan = (
@@ -341,7 +217,7 @@ def build_pipeline(pipeline: beam.Pipeline, args: argparse.Namespace, runner_nam
         unique.rows
         | "Assign" >> beam.Map(lambda row, p: (p.file_of[row["custom_id"]], row), p=beam.pvalue.AsSingleton(plan))
         | "GroupByFile" >> beam.GroupByKey()
-        | "WriteFiles" >> beam.ParDo(_WriteFile(args.output), plan=beam.pvalue.AsSingleton(plan))
+        | "WriteFiles" >> beam.ParDo(WriteRequestFiles(args.output), plan=beam.pvalue.AsSingleton(plan))
         | "AllFiles" >> beam.combiners.ToList()
     )
     shaped_dead = shaped[BLOCKS] | "DeadLetterBlocks" >> beam.FlatMap(

@@ -58,7 +58,8 @@ from pipelines.run_cost import Target, cost_lines
 from domain.errors import Refused
 from domain.manifest import refresh_reasons
 from pipelines.interruption import command_named, signals_deferred
-from transforms.files import OUTPUT_FORMATS, FolderLockedError, check_output_folder, folder_state, inner_locks_held
+from pipelines.folders import FolderLockedError, check_output_folder, folder_state, inner_locks_held
+from transforms.files import OUTPUT_FORMATS
 from sample import simulated_batch, simulated_judge, simulated_producer
 
 SAMPLE_TRANSCRIPTS = "data/crd3-sample.transcripts.jsonl.gz"

@@ -26,7 +26,7 @@ import orjson
 from domain.run_integrity import MANIFEST_NAME
 from pipelines.guards import committed_files, not_written
 from pipelines.interruption import signals_deferred
-from transforms.files import LOCK_NAME, STAGING_PREFIX
+from pipelines.folders import LOCK_NAME, STAGING_PREFIX
 
 # The file that says a folder is the demo's and lists what the demo wrote in it; written when a demo completes.
 MARK = ".notarius-demo"

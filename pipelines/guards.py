@@ -4,7 +4,7 @@ by construction.
 ``claimed_output`` is a command's whole claim on its output folder:
 
 1. the path is checked with its links resolved: not the root, no glob characters, not a file, not
-   holding or within reach of any input (``transforms.files.check_output_folder``);
+   holding or within reach of any input (``pipelines.folders.check_output_folder``);
 2. the folder is created (a name that cannot be created fails here, before any work);
 3. one writer at a time: an exclusive lock inside it (local folders; see docs/reliability.md for
    object stores); a second command is refused with one line, and so is a command whose folder lies
@@ -41,9 +41,9 @@ from domain.errors import NotariusError, Refused
 from domain.run_integrity import MANIFEST_NAME, ManifestError, listed_files
 from pipelines.interruption import Interruption, Terminated, interrupted, signal_came
 from runners.no_space import bundle_failures_unlogged_when_out_of_space, no_space_left
-from transforms.files import (LOCK_NAME, FolderLock, FolderLockedError, check_output_folder,
-                              empty_output_folder, folder_state, is_local, list_files, locked_folder_above,
-                              remove_entries, remove_temporary_entries)
+from pipelines.folders import (LOCK_NAME, FolderLock, FolderLockedError, check_output_folder, empty_output_folder,
+                               folder_state, locked_folder_above, remove_entries, remove_temporary_entries)
+from transforms.files import is_local, list_files
 
 
 def enclosing_run(folder: str) -> str | None:

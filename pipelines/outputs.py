@@ -17,7 +17,8 @@ import fastavro
 import orjson
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from analysis.retry_economy import ArchivedCandidate, Slot
+from analysis.savings import ArchivedCandidate
+from analysis.slots import Slot
 from domain.intake import EnvelopeError, arrival_order, parse_candidate, resolve_transcript
 from domain.run_integrity import ARTIFACTS, NON_ARTIFACT_OUTPUTS, artifact_output, is_part_file, relative_path
 from domain.source import Transcript
@@ -170,7 +171,7 @@ def read_candidates(pattern: str, candidate_ids: Iterable[str] | None = None) ->
         order = arrival_order(cand)
         previous = kept.get(cand.candidate_id)
         if previous is None or order < previous[0]:
-            slot = Slot(cand.source_id, cand.chunk_id, cand.family)
+            slot = Slot(cand.family, cand.source_id, cand.chunk_id)
             kept[cand.candidate_id] = (order, ArchivedCandidate(cand.candidate_id, slot, cand.attempt,
                                                                 cand.raw_response))
     return {cid: entry[1] for cid, entry in sorted(kept.items())}

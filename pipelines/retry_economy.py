@@ -41,13 +41,8 @@ import orjson
 
 from domain.families import FAMILIES
 
-from analysis.retry_economy import (
-    CanonicalizationSavings,
-    Leak,
-    RetryEconomy,
-    recorded_savings,
-    retry_economy,
-)
+from analysis.retry_economy import Leak, RetryEconomy, retry_economy
+from analysis.savings import CanonicalizationSavings, recorded_savings
 from analysis.run_summary import RunSummary, summarize_run
 from pipelines.outputs import iter_rows, read_rows
 from pipelines.interruption import command_named
@@ -207,7 +202,7 @@ def as_json(figures: RunFigures) -> dict[str, Any]:
         document["requests_per_failing_slot"] = {
             "failing_slots": coverage.failing_slots,
             "histogram": {str(n): slots for n, slots in coverage.requests_per_failing_slot.items()},
-            "unexpected_requests": [list(slot) for slot in coverage.unexpected_requests],
+            "unexpected_requests": [[slot.source_id, slot.chunk_id, slot.family] for slot in coverage.unexpected_requests],
             "ok": coverage.ok,
         }
         document["ground_truth_saved_by_canonicalization"] = {

@@ -2,7 +2,7 @@
 
 A ground-truth file (``--truth-out`` of ``sample.simulated_producer`` or ``sample.simulated_batch``)
 is JSON Lines, optionally gzipped. Its first line says what its producer's defect kinds mean
-(``analysis.retry_economy.vocabulary_record``: which kinds are benign, which endpoint ordering
+(``analysis.ground_truth.vocabulary_record``: which kinds are benign, which endpoint ordering
 repairs, which hide the others, and the reason codes each blocking kind is reported under); every
 other line is one candidate's truth (``parse_truth_row``). Files joined end to end (the demo joins
 the producer's and the batch's) keep each one's vocabulary line, and those must agree.
@@ -21,8 +21,8 @@ from typing import Mapping
 
 import orjson
 
-from analysis.retry_economy import (DefectVocabulary, TruthRow, is_vocabulary_record, parse_truth_row,
-                                    parse_vocabulary_record)
+from analysis.ground_truth import (DefectVocabulary, TruthRow, is_vocabulary_record, parse_truth_row,
+                                   parse_vocabulary_record)
 from domain.errors import NotariusError
 from pipelines.outputs import open_input
 

@@ -26,15 +26,16 @@ import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from analysis.compare import (COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, PAGES_FOLDER, comparison_folder_problems,
-                              document_facts, is_page_name)
+from analysis.compare_folder import (COMPARE_HTML, COMPARE_JSON, COMPARE_KIND, PAGES_FOLDER,
+                                     comparison_folder_problems, document_facts, is_page_name)
 from domain.run_integrity import (MANIFEST_NAME, ManifestError, OutputFile, Verdict, is_part_file, listed_files,
                                   one_line, relative_path, verify_run)
 from domain.errors import NotariusError
 from pipelines.guards import command_as_typed
 from pipelines.interruption import command_named
 from transforms.write import join_path
-from transforms.files import folder_state, is_local, list_files, normalized_folder, read_file_facts
+from pipelines.folders import folder_state
+from transforms.files import is_local, list_files, normalized_folder, read_file_facts
 
 
 PROG = "notarius-reprocess verify"
@@ -170,7 +171,7 @@ def comparison_folder_facts(folder: str, manifest: Any) -> tuple[dict, list[str]
 
 
 def comparison_problems(folder: str) -> list[str]:
-    """A comparison folder checked against its manifest (``analysis.compare.comparison_folder_problems``): every
+    """A comparison folder checked against its manifest (``analysis.compare_folder.comparison_folder_problems``): every
     listed file there as listed, no part file or page unlisted, compare.json, compare.html and the pages as
     written. Whatever the
     folder holds, problems (one line each), never an exception."""

@@ -32,7 +32,9 @@ import orjson
 
 from domain.families.base import ROLE_RECONCILIATION
 from sample.sim_defects import DECLARED, AttemptModel, DefectKind, KindRates
-from sample.sim_records import BLANKS, INVENTED_NAMES, NON_BMP, Defect, fold
+from sample.sim_injection import Defect
+from sample.sim_records import BLANKS, INVENTED_NAMES, NON_BMP
+from sample.sim_views import fold
 
 SOURCE_CHUNK = "*"
 # The declared reconciliation family of each registry kind (domain/families/, in the registry's order).

@@ -5,13 +5,13 @@ each candidate's injected defects by kind (``sim_defects.DefectKind``,
 ``sim_reconciliation.ReconciliationDefect``). What those kinds mean to a run measured against it - which
 are benign, which endpoint ordering repairs, which hide the others - and the reason codes the job
 reports each blocking kind under are its first line (``truth_vocabulary_line``, in the format of
-``analysis.retry_economy.vocabulary_record``). A command given ``--truth`` reads them from there
+``analysis.ground_truth.vocabulary_record``). A command given ``--truth`` reads them from there
 (``pipelines.truth.ground_truth``) and never imports the simulator.
 """
 
 from __future__ import annotations
 
-from analysis.retry_economy import DefectVocabulary, vocabulary_record
+from analysis.ground_truth import DefectVocabulary, vocabulary_record
 from sample.jsonl import dumps_line
 from sample.sim_defects import BENIGN_KINDS, REASON_CODES, DefectKind
 from sample.sim_reconciliation import RECONCILIATION_REASON_CODES

@@ -42,7 +42,8 @@ from domain.families import FAMILIES
 from domain.revision import KIND_JUDGE
 from sample.jsonl import dumps_line, open_output, read_jsonl
 from sample.sim_reconciliation import RECONCILIATION_FAMILY, Entry, clean_proposal
-from sample.sim_records import FAMILY_BUILDERS, ChunkView, RegistryBook, SourceCues, SourceView, clean_records
+from sample.sim_records import FAMILY_BUILDERS, clean_records
+from sample.sim_views import ChunkView, RegistryBook, SourceCues, SourceView
 from sample.sim_sources import seed_int
 from sample.sim_vocabulary import truth_vocabulary_line
 from sample.sim_usage import chat_request_bytes, chat_usage

@@ -78,8 +78,9 @@ from sample.sim_reconciliation import (BLOCKING, BYTE_LEVEL, RECONCILIATION_FAMI
                                        entry_list_fingerprint, listed_entries, split_overrides)
 from sample.sim_reconciliation import inject as inject_reconciliation
 from sample.sim_reconciliation import plan_attempts as plan_reconciliation_attempts
-from sample.sim_records import (ChunkView, RegistryBook, SourceCues, SourceView,
-                                clean_records, inject, missing_builders)
+from sample.sim_injection import inject
+from sample.sim_records import clean_records, missing_builders
+from sample.sim_views import ChunkView, RegistryBook, SourceCues, SourceView
 from sample.revision import earlier_prompt_fingerprint, revisable_families
 from sample.sim_sources import (PreparedSource, SourceOptions, SourceSlot,
                                 planned_chunk_counts, prepare_source, seed_int, source_slots)

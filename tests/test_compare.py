@@ -21,14 +21,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.compare import (ANSWER_FAILED_AGAIN, ANSWER_PASSED, ANSWER_UNANSWERED, CHANGE_FIX, CHANGE_OTHER,
-                              CHANGE_RECORDS, CHANGE_REGRESSION, COMPARE_HTML, COMPARE_JSON, NOTHING, SITUATION_ABSENT,
+                              CHANGE_RECORDS, CHANGE_REGRESSION, NOTHING, SITUATION_ABSENT,
                               SITUATION_ENTRY_LIST, SITUATION_EXHAUSTED, SITUATION_JUDGES, SITUATION_NEWLY_ACCEPTED,
                               SITUATION_RECORDS_CHANGED, SITUATION_REFRESH, SITUATION_REGISTRY, SITUATION_RETRY,
-                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, Artifact, Attempt, Decision, Request, Slot,
-                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_runs, compare_source,
-                              compare_slot, comparison_document, comparison_folder_problems, decide, facts_by_slot,
-                              RowError, failed_after_registry_change, is_page_name, listed_rows, page_name,
-                              records_sha256, rows_block, situation, sum_tallies)
+                              SITUATIONS, SLOT_CHANGES, SLOT_OUTCOMES, Artifact, Attempt, Decision, Request,
+                              SlotInRun, answer_in_b, artifact_of, attempt_of, classify_change, compare_source,
+                              compare_slot, decide, facts_by_slot, failed_after_registry_change, records_sha256,
+                              situation, sum_tallies)
+from analysis.compare_folder import (COMPARE_HTML, COMPARE_JSON, comparison_document, comparison_folder_problems,
+                                     is_page_name, listed_rows, page_name, rows_block)
+from analysis.slots import RowError, Slot
 from domain.assets import load_json_asset, read_asset
 from domain.run_integrity import OutputFile
 from domain import schemas as schemagen
@@ -37,6 +39,12 @@ from output_reader import read_rows
 
 S1 = "crd3:S1"
 SHA_X, SHA_Y = "1" * 64, "2" * 64
+
+
+def compare_runs(a, b):
+    """Every slot of A or B compared, in slot order: the whole comparison in memory, what the job's
+    source-by-source comparison (``compare_source``) is held to."""
+    return [compare_slot(slot, a.get(slot, NOTHING), b.get(slot, NOTHING)) for slot in sorted(set(a) | set(b))]
 
 
 def rejected(n, cid, *codes):
@@ -288,7 +296,7 @@ def test_comparing_source_by_source_is_comparing_the_runs(a, b, order):
 
 
 def test_a_source_compares_its_readable_blocks_and_counts_the_refused_ones():
-    from pipelines.compare import REFUSED_TALLY, compare_source_blocks
+    from transforms.compare import REFUSED_TALLY, compare_source_blocks
     from transforms.raw_records import encode_block
 
     evaluation = {"family": "spells", "source_id": S1, "chunk_id": "x-1", "candidate_id": "c1", "attempt": 1,
@@ -357,7 +365,7 @@ def test_a_comparison_folder_is_checked_against_its_manifest():
 
 
 def test_the_pages_escape_every_value():
-    from pipelines.compare import render_comparison, render_source_page
+    from pipelines.pages.compare import render_comparison, render_source_page
 
     slot = Slot("spells", "<script>alert(1)</script>", "x-1")
     hostile = [{"spell_name": "<b>Shield</b>", "caster_name": '"><img src=y>', "evidence": []}]

@@ -23,7 +23,7 @@ from domain.reprocess import RunConfig, process_source
 from domain.run_integrity import verify_run
 from pipelines import report
 from pipelines.compare import cost_summary_lines
-from pipelines.cost_page import comparison_cost_section
+from pipelines.pages.cost import comparison_cost_section
 from pipelines.options import OptionsError
 from pipelines.run_cost import Target, comparison_cost, cost_lines, run_cost
 from test_report import write_job

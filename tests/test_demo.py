@@ -427,7 +427,7 @@ def test_the_demo_shows_what_the_loop_cost(demo_run):
 def test_the_comparison_names_which_spells_changed_in_each_changed_spells_slot(demo_run):
     """Every spells slot whose records the revision changed says which spells were added, removed or changed
     (by spell and caster, the fields that differ), in slots/ and on its source's page."""
-    from analysis.compare import page_name
+    from analysis.compare_folder import page_name
 
     _, root, _ = demo_run
     rows = read_rows(root / "compare" / "slots")
@@ -447,7 +447,8 @@ def test_the_comparison_names_which_spells_changed_in_each_changed_spells_slot(d
 
 def test_the_comparison_page_lists_every_changed_slot_and_what_to_do_next(demo_run):
     _, root, _ = demo_run
-    from analysis.compare import SITUATIONS, page_name
+    from analysis.compare import SITUATIONS
+    from analysis.compare_folder import page_name
 
     document = orjson.loads((root / "compare" / "compare.json").read_bytes())
     html = (root / "compare" / "compare.html").read_text(encoding="utf-8")
@@ -522,7 +523,7 @@ def test_the_manifest_example_is_the_demos_run_2_manifest_cut(demo_run):
     """The manifest docs/outputs.md shows is run 2's, cut (its counts are make demo's, which this smaller demo
     cannot have; what does not depend on the archive's size is the same)."""
     from docgen.data_dictionary import manifest_paths
-    from docgen.output_prose import MANIFEST_CUT, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM, cut_manifest
+    from docgen.manifest_prose import MANIFEST_CUT, MANIFEST_EXAMPLE, MANIFEST_EXAMPLE_FROM, cut_manifest
 
     _, root, _ = demo_run
     assert MANIFEST_EXAMPLE_FROM == "out/demo/run2/manifest.json"

@@ -35,7 +35,7 @@ from domain.reprocess import RunConfig, process_source
 from domain.revision import MAX_ATTEMPT_NUMBER
 from domain.source import transcript_from_record
 from leak_check import assert_model_safe
-from pipelines.report import entry_list_note
+from pipelines.pages.report import entry_list_note
 from sample.simulated_batch import result_line
 from sample.sim_reconciliation import Entry, clean_proposal
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.batch.export import INPUT_RETRY_REQUESTS, export_source_groups, file_contents
+from domain.batch.export import INPUT_RETRY_REQUESTS, export_source_groups, index_line
 from domain.intake import INPUT_TRANSCRIPTS
-from pipelines.batch_export import (STAGING, StagedReader, _OnePerId, _WriteFile, remove_staging, staged_export,
-                                    staged_name)
+from transforms.export import (STAGING, OnePerId, StagedReader, WriteRequestFiles, remove_staging, staged_export,
+                               staged_name)
 from test_batch_backfill import SOURCE, TRANSCRIPT, config, registry_lines, run1  # noqa: F401 (fixture)
 
 
@@ -47,6 +47,15 @@ def test_staged_rows_carry_no_request_bytes_and_read_back_as_the_domain_wrote_th
     assert sorted(p.name for p in (tmp_path / STAGING).iterdir()) == [staged_name(SOURCE)]
 
 
+def file_contents(rows):
+    """(request file bytes, index file bytes) of one file's rows held in memory, in id order: what the file
+    written from the staging must be."""
+    ordered = sorted(rows, key=lambda r: r["custom_id"])
+    body = b"".join(r["line"] + b"\n" for r in ordered)
+    index = b"".join(index_line(n, orjson.dumps(r["index"])) for n, r in enumerate(ordered, start=1))
+    return body, index
+
+
 @settings(max_examples=20, deadline=None)
 @given(order=st.permutations(range(2)))
 def test_a_file_written_from_the_staging_is_the_bytes_of_the_rows_in_memory(run1, tmp_path_factory, order):
@@ -54,7 +63,7 @@ def test_a_file_written_from_the_staging_is_the_bytes_of_the_rows_in_memory(run1
     rows, _ = export_source_groups(config(), SOURCE, grouped(run1))
     staged, _ = staged_export(config(), str(out / STAGING), SOURCE, grouped(run1))
     arriving = [staged["requests"][i] for i in order]  # the grouping gives them in any order
-    [written] = list(_WriteFile(str(out)).process((0, arriving), Plan(1)))
+    [written] = list(WriteRequestFiles(str(out)).process((0, arriving), Plan(1)))
     body, index = file_contents(rows["requests"])
     assert (out / written["requests_file"]).read_bytes() == body
     assert (out / written["index_file"]).read_bytes() == index
@@ -71,7 +80,7 @@ def test_a_request_id_of_two_sources_keeps_the_first_source_and_dead_letters_the
         (staging / staged_name(source)).write_bytes(b"padding" + line + index + raw)
         rows.append({"custom_id": "r-1", "source_id": source, "size": len(line) + 1, "estimate": {},
                      "at": (staged_name(source), len(b"padding"), len(line), len(index), len(raw))})
-    out = list(_OnePerId(str(staging)).process(("r-1", list(reversed(rows)))))
+    out = list(OnePerId(str(staging)).process(("r-1", list(reversed(rows)))))
     assert out[0] is rows[0]
     dead = out[1].value
     assert len(dead) == 1 and out[1].tag == "dead" and out[2].value == {"dead_letters/retry_requests": 1}

@@ -26,7 +26,8 @@ from domain.errors import NotariusError
 from fixture_archive import write_archive
 from pipelines import reprocess, verify
 from pipelines.guards import claimed_output
-from transforms.files import LOCK_NAME, FolderLock, FolderLockedError, remove_folder_contents, resolved_pattern
+from pipelines.folders import LOCK_NAME, FolderLock, FolderLockedError, remove_folder_contents
+from transforms.files import resolved_pattern
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,7 +168,7 @@ def test_the_lock_is_released_when_its_holder_dies(tmp_path):
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, %r)\n"
-        "from transforms.files import FolderLock\n"
+        "from pipelines.folders import FolderLock\n"
         "FolderLock.acquire(%r, 'holder'); print('locked', flush=True); time.sleep(60)") % (str(ROOT), str(out))],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -875,12 +876,12 @@ def test_a_report_on_a_full_disk_is_one_line_and_leaves_no_half_written_page(fin
 def test_a_disk_too_full_for_the_lock_leaves_neither_lock_file_nor_folder(tmp_path, monkeypatch):
     import types
 
-    import transforms.files as files
+    import pipelines.folders as folders
 
     def write(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(files, "os", types.SimpleNamespace(**{**vars(os), "write": write}))  # the lock's holder line
+    monkeypatch.setattr(folders, "os", types.SimpleNamespace(**{**vars(os), "write": write}))  # the lock's holder line
     out = tmp_path / "out"
     with pytest.raises(NotariusError) as refused:
         with claimed_output("prog", str(out), inputs={}, writes=[], overwrite=False):

@@ -438,7 +438,7 @@ def test_judge_requests_round_trip_through_every_export_target(tmp_path, provide
 
 
 def test_the_report_has_a_judges_section_only_with_judges(tmp_path):
-    from pipelines.report import render_report
+    from pipelines.pages.report import render_report
     from pipelines.retry_economy import load_figures
     from pipelines.reprocess import run as run_job
 

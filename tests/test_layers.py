@@ -258,3 +258,15 @@ def test_no_module_below_the_command_layer_ends_the_process():
     exits = [where for name, path in sorted(known.items())
              if name.split(".")[0] in PRODUCT and name not in COMMAND_LAYER for where in process_exits(path)]
     assert exits == []
+
+
+# A module a reader can hold in mind: past this, it does more than one job and is split by job (issue 39).
+MAX_MODULE_LINES = 600
+SIZED_PACKAGES = ("domain", "analysis", "transforms", "pipelines", "runners", "docgen", "sample")
+
+
+def test_no_product_module_is_over_600_lines():
+    sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()
+             if name.split(".")[0] in SIZED_PACKAGES}
+    assert len(sizes) > 50  # the packages were found
+    assert {name: n for name, n in sorted(sizes.items()) if n > MAX_MODULE_LINES} == {}

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from fixture_archive import write_archive
 from pipelines import batch_export, report, reprocess, retry_economy, verify
 from pipelines.outputs import read_manifest
-from transforms.files import list_files, literal_pattern, matching_files, pattern_reaches, pattern_regex
+from pipelines.folders import pattern_reaches
+from transforms.files import list_files, literal_pattern, matching_files, pattern_regex
 
 ROOT = Path(__file__).resolve().parent.parent
 # Names a rename can give a run folder, each with a plain sibling its name would match as a pattern.

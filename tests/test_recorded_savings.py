@@ -1,6 +1,6 @@
 """The job records what endpoint ordering saved; the old re-evaluation is the reference.
 
-``analysis.retry_economy.canonicalization_savings`` re-evaluates every passing
+``analysis.savings.canonicalization_savings`` re-evaluates every passing
 candidate with endpoint ordering disabled (slow: it needs the archive). The
 job now records the same figure as it goes: ``endpoints_reordered`` on each
 evaluation row and per-family counts in the manifest. These tests hold the
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.retry_economy import canonicalization_savings, recorded_savings
+from analysis.savings import canonicalization_savings, recorded_savings
 from domain.evaluate import evaluate_response
 from domain.families import FAMILIES
 from domain.families.base import EvaluationContext

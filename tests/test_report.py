@@ -13,14 +13,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis.compare import comparison_document, rows_block
-from analysis.retry_economy import recorded_savings, retry_economy
+from analysis.compare_folder import comparison_document, rows_block
+from analysis.retry_economy import retry_economy
+from analysis.savings import recorded_savings
 from analysis.run_summary import summarize_run
 from domain.families import FAMILIES
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
 from domain.run_integrity import OutputFile, files_block
 from pipelines import report, retry_economy as economy_cli
+from pipelines.pages import html as html_page, report as run_page
 from pipelines.retry_economy import RunFigures
 from pipelines.truth import GroundTruth
 from sample.sim_vocabulary import SIMULATED_REASON_CODES, SIMULATED_VOCABULARY, truth_vocabulary_line
@@ -60,7 +62,7 @@ def hostile_html(run) -> str:
     """A report whose example request carries markup the page must show as text."""
     base = run.requests[0]
     hostile = dict(base, request_id="r-hostile", correction_guidance="\n- ".join([HOSTILE] * 6))
-    return report.render_report(figures_of(run, (*run.requests, hostile)))
+    return run_page.render_report(figures_of(run, (*run.requests, hostile)))
 
 
 # --- content ------------------------------------------------------------------------------------
@@ -75,7 +77,7 @@ def test_report_has_every_section_and_escapes_data(hostile_html):
 
 
 def test_report_shows_the_figures(run):
-    html = report.render_report(figures_of(run))
+    html = run_page.render_report(figures_of(run))
     assert f"{len(PLAN)} candidates in = {len(PLAN)} evaluated + 0 dead letters + 0 filtered" in html
     assert "retries saved, of 7 accepted slots" in html and "deferrals avoided too" in html
     assert "defect recall (3 of 3 named)" in html
@@ -84,15 +86,15 @@ def test_report_shows_the_figures(run):
     assert "Method: recorded by the job, nothing is re-evaluated" in html
     # The example requests are the job's guidance, verbatim but escaped.
     enemy = next(r for r in run.requests if r["family"] == "enemy-events")
-    assert report.e(enemy["correction_guidance"]) in html
+    assert html_page.e(enemy["correction_guidance"]) in html
 
 
 def test_report_is_deterministic(run):
-    assert report.render_report(figures_of(run)) == report.render_report(figures_of(run))
+    assert run_page.render_report(figures_of(run)) == run_page.render_report(figures_of(run))
 
 
 def test_report_without_truth_or_archive_says_what_is_missing(run):
-    html = report.render_report(figures_of(run, truth=False, savings=False))
+    html = run_page.render_report(figures_of(run, truth=False, savings=False))
     assert "Not computed: the archive is not at hand." in html
     assert "Pass <code>--truth</code>" in html
     assert "From the ground truth" not in html
@@ -114,7 +116,7 @@ def section_of(html: str, anchor: str) -> str:
 
 def test_a_run_with_nothing_to_refresh_says_so_instead_of_zero_cards(run):
     """Run 2 of the demo: nothing rests on an earlier prompt; three "0" cards read as "nothing happened"."""
-    refresh = section_of(report.render_report(figures_of(run)), "refresh")
+    refresh = section_of(run_page.render_report(figures_of(run)), "refresh")
     assert "no slot rests only on an earlier prompt in this run" in refresh
     for label in ("slots resting only on an earlier prompt", "refresh requests written",
                   "characters of excerpt they send"):
@@ -127,7 +129,7 @@ def test_a_run_with_slots_to_refresh_keeps_its_cards(run):
     manifest = {**figures.manifest, "refresh": {**figures.manifest["refresh"], "slots_to_refresh": 3,
                                                 "slots_on_earlier_prompt": 3, "refresh_requests": 3,
                                                 "excerpt_chars": 1200, "refresh_stale": True}}
-    refresh = section_of(report.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
+    refresh = section_of(run_page.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
     assert "<b>3</b>slots resting only on an earlier prompt" in refresh and "<b>1,200</b>" in refresh
     assert "no slot rests only on an earlier prompt" not in refresh.lower()
     assert "waiting for their entry list</div>" not in refresh
@@ -142,7 +144,7 @@ def test_reconciliations_waiting_for_their_entry_list_are_not_said_to_rest_on_an
     if not counted:
         del block["slots_on_earlier_prompt"]
     manifest = {**figures.manifest, "refresh": block}
-    refresh = section_of(report.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
+    refresh = section_of(run_page.render_report(dataclasses.replace(figures, manifest=manifest)), "refresh")
     assert "<b>0</b>slots resting only on an earlier prompt" in refresh
     assert "<b>2</b>reconciliation slots deferred, waiting for their entry list" in refresh
     assert "No slot rests only on an earlier prompt</b>: every slot to refresh is a reconciliation" in refresh
@@ -162,7 +164,7 @@ def test_with_a_baseline_the_backfill_section_says_what_the_backfill_answered(ru
     document = comparison_of({("spells", "refresh", "passed"): 117, ("spells", "refresh", "failed_again"): 1,
                               ("spells", "refresh", "unanswered"): 1, ("npc-registry", "retry", "passed"): 2,
                               ("combat-turns", "retry", "unanswered"): 41})
-    html = report.render_report(figures_of(run), (document, "compare/compare.html"))
+    html = run_page.render_report(figures_of(run), (document, "compare/compare.html"))
     refresh = section_of(html, "refresh")
     assert ("this run answered: 118 of 119 refresh requests answered (117 passed, 1 failed again, 0 deferred); "
             "2 of 43 retry requests answered (2 passed, 0 failed again, 0 deferred).") in refresh
@@ -170,19 +172,19 @@ def test_with_a_baseline_the_backfill_section_says_what_the_backfill_answered(ru
     assert '<b class="fail">117</b>of those answers passed' in refresh
     assert "no slot rests only on an earlier prompt in this run" in refresh  # this run wrote none itself
     # Without a baseline, nothing is said about one.
-    assert "What the backfill answered" not in section_of(report.render_report(figures_of(run)), "refresh")
+    assert "What the backfill answered" not in section_of(run_page.render_report(figures_of(run)), "refresh")
 
 
 def test_a_baseline_that_wrote_no_refresh_request_says_so(run):
     document = comparison_of({("spells", "retry", "unanswered"): 5})
-    refresh = section_of(report.render_report(figures_of(run), (document, "c.html")), "refresh")
+    refresh = section_of(run_page.render_report(figures_of(run), (document, "c.html")), "refresh")
     assert "this run answered: no refresh request; 0 of 5 retry requests answered." in refresh
     assert "refresh requests of the baseline run answered" not in refresh
 
 
 def test_the_defect_charts_say_how_their_vocabularies_map(run):
     """Reason codes (evaluations) against injected kinds (truth): one kind, several codes, said and shown."""
-    defects = section_of(report.render_report(figures_of(run)), "defects")
+    defects = section_of(run_page.render_report(figures_of(run)), "defects")
     assert "The two charts count in different words" in defects
     # The hand run's truth injects 4 blank names; one hides behind truncated JSON, so 3 issues report them.
     assert ("<tr><td><code>blank_name</code></td><td>4</td><td><code>blank_name</code> 3, "
@@ -194,7 +196,7 @@ def test_the_defect_charts_say_how_their_vocabularies_map(run):
     assert "<tr><td><code>duplicate_engaged</code></td><td>1</td><td><code>duplicate_engaged</code> 1</td>" in defects
     # Without the truth there is one chart, and nothing to map.
     assert "count in different words" not in section_of(
-        report.render_report(figures_of(run, truth=False)), "defects")
+        run_page.render_report(figures_of(run, truth=False)), "defects")
 
 
 def test_the_mapping_covers_every_blocking_kind_of_the_simulated_producer():
@@ -210,7 +212,7 @@ def test_the_mapping_covers_every_blocking_kind_of_the_simulated_producer():
 def test_a_reason_code_no_kind_maps_to_is_named(run):
     figures = figures_of(run)
     summary = dataclasses.replace(figures.summary, reason_codes={**figures.summary.reason_codes, "round_below_one": 2})
-    defects = section_of(report.render_report(dataclasses.replace(figures, summary=summary)), "defects")
+    defects = section_of(run_page.render_report(dataclasses.replace(figures, summary=summary)), "defects")
     assert "the simulated producer does not inject them): <code>round_below_one</code> 2." in defects
 
 
@@ -223,18 +225,18 @@ def test_the_header_shows_paths_relative_to_the_report(run, tmp_path):
     assert meta.startswith("Outputs: run2 · runner: hand · ground truth: backfill/ground-truth.jsonl")
     assert str(tmp_path) not in meta
     # A report inside the run's folder; a remote run stays as given.
-    html = report.render_report(figures, report_dir=str(tmp_path / "demo" / "run2"))
+    html = run_page.render_report(figures, report_dir=str(tmp_path / "demo" / "run2"))
     assert "Outputs: . (this folder)" in html and "ground truth: ../backfill/ground-truth.jsonl" in html
     remote = dataclasses.replace(figures, output_dir="gs://bucket/runs/run2")
-    assert "Outputs: gs://bucket/runs/run2 ·" in report.render_report(remote, report_dir=str(tmp_path))
+    assert "Outputs: gs://bucket/runs/run2 ·" in run_page.render_report(remote, report_dir=str(tmp_path))
 
 
 def test_shown_path():
-    assert report.shown_path("/a/b/run2", "/a/b") == "run2"
-    assert report.shown_path("/a/archive/t.jsonl", "/a/b") == "../archive/t.jsonl"
-    assert report.shown_path("s3://bucket/run", "/a/b") == "s3://bucket/run"
-    assert report.shown_path("/a/b/run2", "gs://bucket/x") == "/a/b/run2"
-    assert report.shown_path("/a/b/run2", None) == "/a/b/run2"
+    assert run_page.shown_path("/a/b/run2", "/a/b") == "run2"
+    assert run_page.shown_path("/a/archive/t.jsonl", "/a/b") == "../archive/t.jsonl"
+    assert run_page.shown_path("s3://bucket/run", "/a/b") == "s3://bucket/run"
+    assert run_page.shown_path("/a/b/run2", "gs://bucket/x") == "/a/b/run2"
+    assert run_page.shown_path("/a/b/run2", None) == "/a/b/run2"
     assert report.report_folder("gs://bucket/x/report.html") == "gs://bucket/x"
 
 
@@ -406,7 +408,7 @@ def test_console_check_sees_a_console_error(chromium, tmp_path):
     """The control for the test above: a page that loads a remote image logs a console error."""
     page = tmp_path / "bad.html"
     page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
-                    f'content="{report.CSP}"><title>x</title></head><body>'
+                    f'content="{html_page.CSP}"><title>x</title></head><body>'
                     '<img src="https://example.invalid/x.png"></body></html>', encoding="utf-8")
     result = browse(chromium, page, tmp_path, "--dump-dom")
     assert console_lines(result.stderr), result.stderr[-2000:]

@@ -14,22 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.retry_economy import (
-    ArchivedCandidate,
-    DefectVocabulary,
-    Slot,
-    TruthDefect,
-    TruthRow,
-    canonicalization_savings,
-    defect_recall,
-    find_leaks,
-    internal_tokens,
-    names_defect,
-    parse_truth_row,
-    request_coverage,
-    retry_economy,
-    without_endpoint_ordering,
-)
+from analysis.ground_truth import DefectVocabulary, TruthDefect, TruthRow, parse_truth_row
+from analysis.retry_economy import (defect_recall, find_leaks, internal_tokens, names_defect, request_coverage,
+                                    retry_economy)
+from analysis.savings import ArchivedCandidate, canonicalization_savings, without_endpoint_ordering
+from analysis.slots import Slot
 from domain.assets import current_fingerprints
 from domain.evaluate import evaluate_response
 from domain.evidence import SourceRef, canonical_evidence, evidence_as_written
@@ -175,7 +164,7 @@ def hand_run() -> HandRun:
         counts["candidates_in"] = counts.get("candidates_in", 0) + len(lines)
         counts["transcripts_in"] = counts.get("transcripts_in", 0) + 1
     transcripts = {s: parse_transcript(orjson.dumps(transcript_record(s))) for s in ("S1", "S2")}
-    candidates = {p.candidate_id: ArchivedCandidate(p.candidate_id, Slot(p.source_id, p.chunk_id, p.family),
+    candidates = {p.candidate_id: ArchivedCandidate(p.candidate_id, Slot(p.family, p.source_id, p.chunk_id),
                                                     p.attempt, p.raw) for p in PLAN}
     truth = tuple(parse_truth_row(p.truth()) for p in PLAN)
     return HandRun(tuple(evaluations), tuple(requests), counts, transcripts, candidates, truth)
@@ -236,7 +225,7 @@ def test_a_missing_or_doubled_request_breaks_coverage(run):
     assert missing.requests_per_failing_slot == {0: 1, 1: 1} and not missing.ok
     stray = dict(first, family="spells")  # a request for the accepted spells slot
     extra = request_coverage(truth, run.evaluations, (first, second, stray), MAX_ATTEMPTS)
-    assert extra.unexpected_requests == (Slot("S1", "x-1", "spells"),) and not extra.ok
+    assert extra.unexpected_requests == (Slot("spells", "S1", "x-1"),) and not extra.ok
 
 
 def test_a_guidance_that_drops_a_defect_is_a_miss(run):
@@ -376,5 +365,5 @@ def test_truth_rows_parse():
     row = parse_truth_row({"candidate_id": "c", "family": "spells", "source_id": "S", "chunk_id": "x",
                            "attempt": 2, "defects": [{"kind": "k", "record_name": "n", "range": [3, 1]}],
                            "expected_pass": False})
-    assert row == TruthRow("c", Slot("S", "x", "spells"), 2, (TruthDefect("k", "n", (3, 1)),), False)
+    assert row == TruthRow("c", Slot("spells", "S", "x"), 2, (TruthDefect("k", "n", (3, 1)),), False)
     assert render_range(3, 1) == "units 3–1"  # the wording names_defect looks for

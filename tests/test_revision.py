@@ -225,7 +225,7 @@ def test_request_rows_of_both_kinds_match_the_generated_schemas():
 
 
 def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_are():
-    from pipelines.report import refresh_section
+    from pipelines.pages.report import refresh_section
 
     result = run([(1, True, False)], refresh=True)
     manifest = build_manifest({**result.counts, "candidates_in": 1}, options={"refresh_stale": True}, runner="t")
@@ -240,13 +240,15 @@ def test_the_report_shows_the_refresh_section_per_family_and_where_the_requests_
 
 
 def test_the_retry_economy_and_the_report_examples_ignore_refresh_requests():
-    from analysis.retry_economy import Slot, TruthRow, retry_economy, retry_requests_only
+    from analysis.ground_truth import TruthRow
+    from analysis.retry_economy import retry_economy, retry_requests_only
+    from analysis.slots import Slot
     from analysis.run_summary import summarize_run
     from sample.sim_vocabulary import SIMULATED_VOCABULARY
 
     result = run([(1, True, False)], refresh=True)
     (refresh,) = result.retry_requests
-    truth = [TruthRow("c-0", Slot(SOURCE, "x-1", "spells"), 1, (), True)]
+    truth = [TruthRow("c-0", Slot("spells", SOURCE, "x-1"), 1, (), True)]
     economy = retry_economy(truth, result.evaluations, result.retry_requests, 3, SIMULATED_VOCABULARY)
     assert economy.coverage.ok and economy.coverage.unexpected_requests == ()
     assert retry_requests_only([refresh, {"request_id": "old"}]) == [{"request_id": "old"}]

@@ -28,8 +28,9 @@ from fixture_archive import write_archive
 from pipelines import batch_export, report, reprocess, retry_economy, verify
 from pipelines.outputs import read_manifest, read_outputs
 from pipelines.options import JOB_OPTIONS, HelpShown, OptionsError, check_arguments
-from transforms.files import (OutputFolderError, check_output_folder, empty_output_folder, is_filesystem_root,
-                              pattern_reaches, remove_folder_contents)
+from pipelines.folders import (OutputFolderError, check_output_folder, empty_output_folder, pattern_reaches,
+                               remove_folder_contents)
+from transforms.files import is_filesystem_root
 from transforms.raw_records import decode_block
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.retry_economy import DefectVocabulary, parse_vocabulary_record, vocabulary_record
+from analysis.ground_truth import DefectVocabulary, parse_vocabulary_record, vocabulary_record
 from pipelines import retry_economy
 from pipelines.truth import TruthFileError, ground_truth, read_truth
 from sample import simulated_producer
@@ -150,7 +150,7 @@ def test_a_truth_file_that_does_not_cover_the_run_is_named_in_one_line(run_and_t
                 max_size=40))
 def test_the_uncovered_line_counts_every_missing_candidate_by_source(candidates):
     """``candidates``: (source, whether the truth has a row for it), one per evaluated candidate."""
-    from analysis.retry_economy import parse_truth_row
+    from analysis.ground_truth import parse_truth_row
     from pipelines.truth import GroundTruth, uncovered
 
     evaluations = [{"candidate_id": f"c-{n:03d}", "source_id": source} for n, (source, _) in enumerate(candidates)]

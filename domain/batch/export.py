@@ -261,14 +261,6 @@ def file_names(number: int, files: int) -> tuple[str, str]:
     return stem + REQUESTS_SUFFIX, stem + INDEX_SUFFIX
 
 
-def file_contents(rows: Sequence[dict]) -> tuple[bytes, bytes]:
-    """(request file bytes, index file bytes) for one file's rows, in id order."""
-    ordered = sorted(rows, key=lambda r: r["custom_id"])
-    body = b"".join(r["line"] + b"\n" for r in ordered)
-    index = b"".join(index_line(n, orjson.dumps(r["index"])) for n, r in enumerate(ordered, start=1))
-    return body, index
-
-
 def index_line(number: int, index: bytes) -> bytes:
     """The index file's line for request line ``number`` (from 1) whose index entry is ``index``
     (orjson bytes of a non-empty object without a ``line`` key): ``{"line": number, **entry}`` as

@@ -1,5 +1,5 @@
 """The pieces of this tool's static HTML pages (the run report, the comparison): one style, escaping,
-and small inline-SVG figures. No script and no network: every page carries a Content-Security-Policy
+tables, the page around the sections and small inline-SVG figures. No script and no network: every page carries a Content-Security-Policy
 that forbids both, so it opens anywhere. Every piece of data goes through :func:`e`."""
 
 from __future__ import annotations
@@ -88,3 +88,28 @@ def section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{e(title)}</h2>{body}</section>'
 
 
+def table(head: Sequence[str], rows: Iterable[Sequence[Any]], foot: Sequence[Any] | None = None,
+          text: bool = False) -> str:
+    """A table; cells are HTML already (escape data with ``e``). ``text``: cells of text, read from the left."""
+    thead = "".join(f"<th>{e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    tfoot = ("<tfoot><tr>" + "".join(f"<th>{cell}</th>" for cell in foot) + "</tr></tfoot>") if foot else ""
+    opening = '<table class="text">' if text else "<table>"
+    return f"{opening}<thead><tr>{thead}</tr></thead><tbody>{body}</tbody>{tfoot}</table>"
+
+
+# --- the page ---------------------------------------------------------------------------------------
+
+def page(title: str, heading: str, body: str, style: str = STYLE) -> str:
+    """A whole page: the policy, the style, the heading and ``body`` (HTML already)."""
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(title)}</title>",
+        f"<style>{style}</style></head><body><main>",
+        f"<h1>{e(heading)}</h1>",
+        body,
+        "</main></body></html>",
+    ]) + "\n"

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from analysis.cost import SAVED, VERDICT_ORDER, VERDICTS_OUTCOME
 from domain.batch.estimate import BYTES_PER_TOKEN
-from pipelines.html_page import e, figure, section
+from pipelines.pages.html import e, figure, section
 
 COST_METHOD = (
     "Tokens are what the providers billed, as each attempt's candidate carried them (usage; import-batch fills "
