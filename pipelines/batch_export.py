@@ -50,7 +50,7 @@ from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, PRICES_OPTION, JobOptio
                                command_parser, parse_choices, parse_command, parse_families, read_prices,
                                required_files)
 from pipelines.verify import require_verified
-from runners.workarounds import send_stage_inputs_whole
+from runners.workarounds import send_stage_inputs_in_pieces, send_stage_inputs_whole
 from transforms.export import STAGING, OnePerId, WriteRequestFiles, remove_staging, staged_export, staged_name
 from transforms.files import literal_pattern, matching_files
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
@@ -316,6 +316,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
                         remove_first=[MANIFEST], commit_record=MANIFEST) as folder:
         args.output = folder
         send_stage_inputs_whole()  # see runners/workarounds.py
+        send_stage_inputs_in_pieces()
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, args, standard.runner)
         with FileSystems.open(join_path(args.output, MANIFEST)) as handle:

@@ -49,7 +49,7 @@ from pipelines.outputs import iter_file_rows
 from pipelines.pages.compare import render_comparison, write_source_page
 from pipelines.run_cost import comparison_cost
 from pipelines.verify import NotVerified, require_verified
-from runners.workarounds import send_stage_inputs_whole
+from runners.workarounds import send_stage_inputs_in_pieces, send_stage_inputs_whole
 from transforms.compare import REFUSED_TALLY, CompareSources, ReadRuns
 from pipelines.folders import remove_folder_contents
 from transforms.files import OUTPUT_FORMATS, SUFFIX_FORMATS, format_of, literal_pattern, normalized_folder
@@ -223,6 +223,7 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
         # What the runs cost (contract §6.4): read here, beside the job, from both runs' rows.
         cost = comparison_cost(runs, prices[0], args.prices)
         send_stage_inputs_whole()  # see runners/workarounds.py
+        send_stage_inputs_in_pieces()
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner, cost)
         if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed

@@ -81,7 +81,16 @@ def avro_record_to_json(record: dict) -> bytes:
             return value.decode("utf-8")  # UnicodeDecodeError -> the caller's dead letter
         raise TypeError
 
-    return orjson.dumps(record, default=default)
+    return exact(orjson.dumps(record, default=default))
+
+
+def exact(data: bytes) -> bytes:
+    """``data`` in an allocation of its own length. orjson's result keeps the buffer it wrote into, sized
+    for the worst case: 4 KiB for a short line, ~13x a long string's length (orjson 3.13). A line
+    that waits in a block (``Blocks``: budgeted by length) would hold that much; copied, its length.
+    At 101k candidates compare's read of one evaluations file held 376 MB of such buffers for ~15 MB
+    of lines."""
+    return bytes(memoryview(data))
 
 
 def avro_payload(record: dict) -> bytes:
