@@ -184,6 +184,11 @@ class JobPipelineOptions(PipelineOptions):
             view = views[cls] = super().view_as(cls)
         return view
 
+    def __getstate__(self):
+        # A copy (Beam's Pipeline deep-copies its options) or a pickle makes its own views: copying
+        # them would copy every view's parsed flags.
+        return {name: value for name, value in super().__getstate__().items() if name != "_views"}
+
 
 class ReprocessOptions(PipelineOptions):
     @classmethod
