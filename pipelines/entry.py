@@ -49,15 +49,9 @@ def console_main() -> int:
 def _run(name: str) -> int:
     """The command module ``name``'s ``main`` with its ``PROG``, in a process that ends with it. The module is
     named, not imported here, as the console script names its commands: the commands import this module."""
-    import importlib
+    from runners.collector import freeze_for_exit, import_frozen
 
-    from runners.collector import collector_paused, freeze_for_exit
-
-    # Importing a command (Beam, the domain) makes some 190,000 tracked objects that live as long as the process:
-    # the collector's passes over them as they are made free next to nothing (what they would, a few thousand
-    # objects, the first pass after the import frees).
-    with collector_paused():
-        module = importlib.import_module(name)
+    module = import_frozen(name)  # no collector pass over what the import makes (runners.collector)
     from pipelines.interruption import run_command
 
     return freeze_for_exit(run_command(module.PROG, module.main))
