@@ -43,10 +43,9 @@ from domain.run_integrity import (ARTIFACTS, CONSERVATION_BLOCKS, FILES_KEY, MAN
 from pipelines.entry import WORKER_PRELOAD
 from pipelines.guards import claimed_output, command_as_typed
 from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, HelpShown, JobPipelineOptions,
-                               JobServiceOptions,
-                               ReprocessOptions, check_arguments, check_option_values, check_values, help_text,
-                               parse_families, parse_judges, reachable_job_service, refuse_repeated, required_files,
-                               wants_help)
+                               JobServiceOptions, ReprocessOptions, check_arguments, check_option_values, check_values,
+                               help_text, parse_families, parse_judges, reachable_job_service, refuse_repeated,
+                               required_files, wants_help)
 from pipelines.interruption import command_named
 from runners import errors as runner_errors
 from runners.flink_jobs import no_job_left_running
