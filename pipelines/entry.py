@@ -49,11 +49,10 @@ def console_main() -> int:
 def _run(name: str) -> int:
     """The command module ``name``'s ``main`` with its ``PROG``, in a process that ends with it. The module is
     named, not imported here, as the console script names its commands: the commands import this module."""
-    import importlib
+    from runners.collector import freeze_for_exit, import_frozen
 
-    module = importlib.import_module(name)
+    module = import_frozen(name)  # no collector pass over what the import makes (runners.collector)
     from pipelines.interruption import run_command
-    from runners.collector import freeze_for_exit
 
     return freeze_for_exit(run_command(module.PROG, module.main))
 

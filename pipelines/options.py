@@ -168,6 +168,28 @@ def parse_judges(value: str | None) -> frozenset[str]:
     return parse_choices(value, declared_judges(), "--judges", "judge") or frozenset()
 
 
+class JobPipelineOptions(PipelineOptions):
+    """Beam's options, with one view per options class, made the first time it is asked for.
+
+    Why: Beam asks the pipeline's options for a view hundreds of times while it builds and translates a
+    graph (every type-hint check, every apply), and each new view builds an argparse parser for its
+    class and parses the flags again: about 250 parsers per run of the job. A view holds nothing of
+    its own (every view of one options object reads and writes its shared values), so the view made
+    once is the view made each time."""
+
+    def view_as(self, cls):
+        views = self.__dict__.setdefault("_views", {})  # not an option: PipelineOptions.__setattr__ refuses it
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self):
+        # A copy (Beam's Pipeline deep-copies its options) or a pickle makes its own views: copying
+        # them would copy every view's parsed flags.
+        return {name: value for name, value in super().__getstate__().items() if name != "_views"}
+
+
 class ReprocessOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
@@ -380,7 +402,7 @@ def beam_options(prog: str, beam_args: Sequence[str], job_flags: Sequence[str], 
     flag stops it; with a job-server runner, one that is not a near miss of ``job_flags`` is passed on,
     and said); ``preflight()`` runs before the job server is waited for; no --runner: ``default_runner``.
     A mistake is an OptionsError."""
-    options = PipelineOptions(list(beam_args))
+    options = JobPipelineOptions(list(beam_args))
     standard = options.view_as(StandardOptions)
     # What is neither a flag of the command nor a Beam option would otherwise be dropped by Beam without a word.
     passed_on = check_arguments(beam_args, standard.runner, job_flags=job_flags)

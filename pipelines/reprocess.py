@@ -42,16 +42,16 @@ from domain.run_integrity import (ARTIFACTS, CONSERVATION_BLOCKS, FILES_KEY, MAN
                                   files_block, relative_path)
 from pipelines.entry import WORKER_PRELOAD
 from pipelines.guards import claimed_output, command_as_typed
-from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, HelpShown, JobServiceOptions,
-                               ReprocessOptions, check_arguments, check_option_values, check_values, help_text,
-                               parse_families, parse_judges, reachable_job_service, refuse_repeated, required_files,
-                               wants_help)
+from pipelines.options import (DEFAULT_MAX_RECORD_BYTES, JOB_OPTIONS, JOB_SERVICE_OPTIONS, HelpShown, JobPipelineOptions,
+                               JobServiceOptions, ReprocessOptions, check_arguments, check_option_values, check_values,
+                               help_text, parse_families, parse_judges, reachable_job_service, refuse_repeated,
+                               required_files, wants_help)
 from pipelines.interruption import command_named
 from runners import errors as runner_errors
 from runners.flink_jobs import no_job_left_running
 from runners.warm_workers import runner_with_warm_workers
 from runners.workarounds import send_stage_inputs_whole
-from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, summed_counts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
 from transforms.resolve import KeyThroughIndex
@@ -162,19 +162,16 @@ class ReprocessJob(beam.PTransform):
             functools.partial(process_source_groups, s.config), OUTPUT_LABELS,
             progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
         written = processed[BLOCKS] | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
-        files = (
-            written
-            | "Described" >> beam.Map(described_file)
-            # Never empty (every output has at least one shard), so no default element: that
-            # default costs the graph a Create and an InjectDefault step per combine.
-            | "AllFiles" >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-        )
+        # The manifest step runs once, on one seed element, with the counts (one dict per bundle of the
+        # per-source step) and the written files as lists: both are small, and a combine or a Map per
+        # list would cost the graph five or six more transforms each. The files' list is there only
+        # once the writer's finalize has put every file in place.
         return (
-            processed[COUNTS]
-            # Never empty: every input file read yields its counts (preflight refuses an empty match).
-            | "SumCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
+            pbegin
+            | "Once" >> beam.Impulse()
             | "WriteManifest" >> beam.Map(write_manifest, s.output, s.manifest_options(), s.runner,
-                                          files=beam.pvalue.AsSingleton(files))
+                                          counts=beam.pvalue.AsList(processed[COUNTS]),
+                                          files=beam.pvalue.AsList(written))
         )
 
 
@@ -182,10 +179,12 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     pipeline | "Reprocess" >> ReprocessJob(JobSettings.from_options(opts, runner_name))
 
 
-def write_manifest(counts: dict, output: str, options: dict, runner: str, files: list[dict]) -> str:
-    manifest = build_manifest(counts, options=options, runner=runner)
+def write_manifest(_seed, output: str, options: dict, runner: str, counts: list[dict], files: list[tuple]) -> str:
+    """The manifest of a run from its counts (dicts to add up) and its files (``WriteOutputs``' results)."""
+    manifest = build_manifest(summed_counts(counts), options=options, runner=runner)
     manifest[FILES_KEY] = files_block(
-        OutputFile(relative_path(output, f["path"]), f["format"], f["bytes"], f["sha256"], f["rows"]) for f in files)
+        OutputFile(relative_path(output, f["path"]), f["format"], f["bytes"], f["sha256"], f["rows"])
+        for f in map(described_file, files))
     return write_json_document(manifest, join_path(output, MANIFEST_NAME))
 
 
@@ -205,7 +204,7 @@ def preflight(argv: Sequence[str]) -> PipelineOptions:
         print(help_text(PROG))
         raise HelpShown()
     refuse_repeated(argv, (*JOB_OPTIONS, *JOB_SERVICE_OPTIONS))
-    options = PipelineOptions(list(argv))
+    options = JobPipelineOptions(list(argv))
     passed_on = check_arguments(argv, options.view_as(StandardOptions).runner)
     opts = options.view_as(ReprocessOptions)
     check_values(opts)

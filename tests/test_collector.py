@@ -90,3 +90,16 @@ def test_the_console_script_freezes_before_the_process_ends(fresh_policy, monkey
     monkeypatch.setattr(cli, "main", lambda argv: 2)
     assert cli.console_main() == 2
     assert gc.get_freeze_count() > 0
+
+
+def test_a_command_is_imported_with_the_collector_paused_then_frozen(fresh_policy, tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "frozen_probe.py").write_text("import gc\nCOLLECTING = gc.isenabled()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "frozen_probe", raising=False)
+    gc.unfreeze()
+    gc.enable()
+    module = collector.import_frozen("frozen_probe")
+    assert module.COLLECTING is False  # no collection while it was imported
+    assert gc.isenabled() and gc.get_freeze_count() > 0

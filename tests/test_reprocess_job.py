@@ -91,3 +91,23 @@ def test_the_read_step_has_one_output_and_the_join_is_its_only_consumer(tmp_path
     consumers = [t.unique_name for t in graph.transforms.values()
                  if output in t.inputs.values() and not t.subtransforms]
     assert len(consumers) == 1 and consumers[0].startswith("Reprocess/PerSource/Join"), consumers
+
+
+def test_job_options_make_each_view_once_and_a_copy_makes_its_own():
+    # Beam asks for views hundreds of times per run (a parser built each time); the job's options
+    # make one per class. Views share the values; a deep copy (Beam's Pipeline takes one) does not.
+    import copy
+
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    from pipelines.options import JobPipelineOptions, ReprocessOptions
+
+    options = JobPipelineOptions(["--runner", "FnApiRunner", "--transcripts", "t.jsonl"])
+    standard = options.view_as(StandardOptions)
+    assert options.view_as(StandardOptions) is standard
+    standard.runner = "Other"
+    assert options.get_all_options()["runner"] == "Other"
+    copied = copy.deepcopy(options)
+    copied.view_as(StandardOptions).runner = "Copied"
+    assert (options.view_as(StandardOptions).runner, copied.view_as(StandardOptions).runner) == ("Other", "Copied")
+    assert copied.view_as(ReprocessOptions).transcripts == "t.jsonl"

@@ -13,7 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from output_reader import read_rows
-from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts, rider
+from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts, rider, summed_counts
 from transforms.read import COUNTS as READ_COUNTS
 from transforms.raw_records import (OVERSIZE_PAYLOAD_HEAD, Blocks, avro_record_to_json, decode_block, encode_block,
                                     key_record)
@@ -134,6 +134,17 @@ def test_join_and_apply_calls_fn_once_per_key_with_every_input():
         assert_that(out[BLOCKS], equal_to([("rows", [{"key": "k1", "a": [b"1", b"2"], "b": [b"x"]}]),
                                            ("rows", [{"key": "k2", "a": [b"3"], "b": []}])]), label="rows")
         assert_that(out[COUNTS] | beam.CombineGlobally(SumCounts()), equal_to([{"keys": 2}]), label="counts")
+
+
+def test_summed_counts_is_what_sum_counts_gives():
+    # The manifest step adds up a list of counts (one dict per bundle) with summed_counts; other
+    # steps combine with SumCounts: the same totals, in the same (sorted) order.
+    many = [{"b": 2, "a": 1}, {}, {"c": 5, "a": 3}]
+    combine = SumCounts()
+    acc = combine.merge_accumulators([combine.add_input(combine.create_accumulator(), c) for c in many])
+    assert list(summed_counts(many).items()) == list(combine.extract_output(acc).items()) == [("a", 4), ("b", 2),
+                                                                                            ("c", 5)]
+    assert summed_counts([]) == {}
 
 
 def test_read_for_a_join_sends_dead_letters_and_counts_through_it_as_riders(tmp_path):

@@ -10,10 +10,12 @@ block holding several records (``decode`` unpacks it; by default the blocks
 outputs leave as one ``(label, block)`` element per key and label (a block: a
 sequence of rows), all in one collection, never one element per record or row:
 Beam's cost is per element, and the per-key call already holds every row of
-its key. One collection rather than one per label, because the runner sizes a
-sample of every collection's elements by encoding them: with few keys per
-label almost every block of a per-label collection is sampled, and a second
-step to label them was sampled again (docs/benchmarks.md).
+its key. Counts leave summed per bundle, so a job adds up a few dicts
+(``summed_counts``) instead of combining one per key. One collection rather
+than one per label, because the runner sizes a sample of every collection's
+elements by encoding them: with few keys per label almost every block of a
+per-label collection is sampled, and a second step to label them was sampled
+again (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
 
 from runners.collector import collector_paused, tune_collector
 from transforms.progress import ProgressSpec, sizes_of
@@ -65,6 +68,9 @@ class _ApplyPerKey(beam.DoFn):
         if self.progress is not None:
             self.tracker = self.progress.tracker()
 
+    def start_bundle(self):
+        self.bundle_counts: dict[str, int] = {}
+
     def teardown(self):
         if self.tracker is not None:
             self.tracker.finish()
@@ -74,7 +80,7 @@ class _ApplyPerKey(beam.DoFn):
         if type(key) is tuple and key[0] == RIDER:  # riders (``rider``): their payloads leave as they came
             for tag, payload in named_blocks:
                 if tag == COUNTS:
-                    yield beam.pvalue.TaggedOutput(COUNTS, payload)
+                    add_counts(self.bundle_counts, payload)
                 else:
                     yield self._checked(key, *payload)
             return
@@ -91,7 +97,14 @@ class _ApplyPerKey(beam.DoFn):
                 yield self._checked(key, label, rows)
         for name, value in counts.items():
             Metrics.counter("job", name).inc(value)
-        yield beam.pvalue.TaggedOutput(COUNTS, dict(counts))
+        add_counts(self.bundle_counts, counts)
+
+    def finish_bundle(self):
+        # One counts dict per bundle, not per key: what a bundle's keys counted, summed here, is summed
+        # across bundles downstream (a few elements, where one per key had cost the graph a combine).
+        if self.bundle_counts:
+            yield beam.pvalue.TaggedOutput(COUNTS, GlobalWindows.windowed_value_at_end_of_window(self.bundle_counts))
+        self.bundle_counts = {}
 
     def _checked(self, key, label: str, rows) -> tuple:
         if label not in self.labels:  # a label no writer knows would lose its rows
@@ -107,8 +120,10 @@ class JoinAndApply(beam.PTransform):
 
     Returns ``blocks``: ``(label, rows)``, one key's non-empty block of rows per
     label it has rows for (``labels``: every label ``fn`` may use), plus
-    ``counts`` (one dict per key). With ``progress``, each worker logs how far
-    it got on stderr (``transforms.progress``).
+    ``counts``: per bundle, the sum of its keys' and riders' counts dicts (add
+    them up across bundles: ``SumCounts``, ``summed_counts``). With
+    ``progress``, each worker logs how far it got on stderr
+    (``transforms.progress``).
     """
 
     fn: PerKeyFn
@@ -128,6 +143,21 @@ class JoinAndApply(beam.PTransform):
         )
 
 
+def add_counts(total: dict, counts: Mapping[str, int]) -> dict:
+    """``total`` with ``counts`` added to it, name by name (in place; returned)."""
+    for name, value in counts.items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def summed_counts(many) -> dict:
+    """Counter dicts added up, by name in sorted order (what ``SumCounts`` gives, for a list at hand)."""
+    total: dict = {}
+    for counts in many:
+        add_counts(total, counts)
+    return dict(sorted(total.items()))
+
+
 class SumCounts(beam.CombineFn):
     """Adds up counter dicts; exact on every runner."""
 
@@ -135,9 +165,7 @@ class SumCounts(beam.CombineFn):
         return {}
 
     def add_input(self, acc, counts):
-        for name, value in counts.items():
-            acc[name] = acc.get(name, 0) + value
-        return acc
+        return add_counts(acc, counts)
 
     def merge_accumulators(self, accs):
         merged: dict = {}

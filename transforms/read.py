@@ -120,6 +120,12 @@ def _match_input(named_pattern: tuple[str, str]):
             yield name, metadata
 
 
+def _match_inputs(_seed, named_patterns: list[tuple[str, str]]):
+    """Every input's files, in the order of ``named_patterns`` (``_match_input`` for each)."""
+    for named_pattern in named_patterns:
+        yield from _match_input(named_pattern)
+
+
 class _ReadAndKey(beam.DoFn):
     """(input name, file metadata) -> (key, (input name, block)) pairs, dead-letter row blocks and counts."""
 
@@ -306,8 +312,10 @@ class ReadKeyedInputs(beam.PTransform):
         patterns = [(spec.input_name, absolute_pattern(spec.pattern)) for spec in self.inputs]
         files = (
             pbegin
-            | "Patterns" >> beam.Create(patterns, reshuffle=False)  # "Spread" below does that
-            | "Match" >> beam.FlatMap(_match_input)
+            # One seed element, and every pattern matched in its one call: a Create of the patterns costs
+            # the graph four more transforms (it wraps Impulse, FlatMap, a reshuffle step and a decode).
+            | "Seed" >> beam.Impulse()
+            | "Match" >> beam.FlatMap(_match_inputs, patterns)
             # Matching is one element's work per input; without this break the runner fuses
             # every file's read into those bundles, so a single worker would read them all.
             | "Spread" >> beam.Reshuffle()

@@ -290,10 +290,13 @@ class WriteOutputs(beam.PTransform):
         # flattening the rows first would move every row through the runner once more.
         inputs = [labelled] if isinstance(labelled, beam.PCollection) else list(labelled)
         pipeline = inputs[0].pipeline
-        temporary = [pcoll | f"WriteTemporary[{index}]" >> beam.ParDo(_WriteTemporaryFiles(self.specs, temp_dir))
-                     for index, pcoll in enumerate(inputs)] | "AllTemporary" >> beam.Flatten(pipeline=pipeline)
+        per_input = [pcoll | f"WriteTemporary[{index}]" >> beam.ParDo(_WriteTemporaryFiles(self.specs, temp_dir))
+                     for index, pcoll in enumerate(inputs)]
+        # One input needs no Flatten: one transform less to build, translate and run.
+        temporary = (per_input[0] if len(per_input) == 1
+                     else per_input | "AllTemporary" >> beam.Flatten(pipeline=pipeline))
         return (
             pipeline
-            | "Once" >> beam.Create([None])
+            | "Once" >> beam.Impulse()  # one element; a Create([None]) is five transforms
             | "Finalize" >> beam.FlatMap(_finalize, beam.pvalue.AsList(temporary), self.specs, temp_dir)
         )
