@@ -16,10 +16,15 @@
 3. The report against the job that wrote its folder: for each size in
    ``--report-sizes`` and each output format, the job in-process writes a
    folder, then ``python -m pipelines.report`` reads it; both measured.
-4. Micro-benchmarks of the hot path (``bench.micro``), in this process.
-5. Instructions: the loop and the job in-process counted under callgrind at
+4. The loop's commands beside the job (``bench.backfill``), then the judges:
+   the job with every judge and every verdict beside the job without
+   (``bench.judges``).
+5. Micro-benchmarks of the hot path (``bench.micro``), in this process.
+6. Instructions: the loop and the job in-process counted under callgrind at
    two small sizes (``bench.instructions``), the one measure the machine's
-   speed does not move. Then Flink (``bench.flink``) and PySpark (``bench.peers``).
+   speed does not move, and the job's extra split into SHA-256, zstd and
+   Beam's own part. Then Flink (``bench.flink``) and PySpark (``bench.peers``).
+   The targets in force (``bench.targets``) close the report.
 
 Writes ``<results>/results-<time>.json`` and ``<results>/latest.md`` and prints the tables.
 """
@@ -250,6 +255,13 @@ def parse_args(argv):
                    help="candidate counts for the loop's commands beside the job (bench.backfill; '' to skip; "
                         "points of 500k or more run once)")
     p.add_argument("--loop-runs", type=int, default=3, help="rounds of the loop section below 500k candidates")
+    p.add_argument("--judge-sizes", default="100000",
+                   help="candidate counts for the judges section (bench.judges; '' to skip); add 1000000 for 1M")
+    p.add_argument("--judge-runs", type=int, default=3, help="rounds of the judges section below 500k candidates")
+    p.add_argument("--judge-instructions", type=int, default=5000,
+                   help="count the job judges off and on under callgrind at this many candidates (0: not)")
+    p.add_argument("--judge-baseline", type=Path,
+                   help="a checkout the job with judges off is counted on too (judges off must not move)")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--flink-sizes", default="100000",
                    help="candidate counts for the Flink section (bench.flink; '' to skip); add 1000000 for 1M")
@@ -409,6 +421,13 @@ def main(argv: list[str] | None = None) -> int:
 
         log(f"the loop's commands over {loop_sizes}")
         sections.append(backfill.section(loop_sizes, args.loop_runs, args.cache, scratch, report, log))
+    judge_sizes = [int(s) for s in args.judge_sizes.split(",") if s.strip()]
+    if judge_sizes:
+        from bench import judges
+
+        sections.append(judges.section(judge_sizes, args.judge_runs, args.cache, scratch, report, log,
+                                       args.judge_instructions or None,
+                                       args.judge_baseline.resolve() if args.judge_baseline else None))
     if not args.no_micro:
         sections.append(micro_section(args, base, report, log))
     instruction_sizes = [int(s) for s in args.instruction_sizes.split(",") if s.strip()]
