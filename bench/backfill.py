@@ -146,7 +146,8 @@ def link_run2_inputs(archive: Archive, work: Path) -> None:
     after.mkdir()
     for path in sorted(archive.folder.glob("candidates-*.jsonl.gz")):
         (after / path.name).symlink_to(path)
-    (after / "candidates-backfill.jsonl").symlink_to(work / "import" / "candidates.jsonl")
+    # absolute: a link's relative target is read from the link's own folder, and a dangling link is an empty input
+    (after / "candidates-backfill.jsonl").symlink_to((work / "import" / "candidates.jsonl").resolve(strict=True))
 
 
 def after_archive(size: int, cache: Path, scratch: Path, log) -> Archive:
@@ -429,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown command(s) {unknown}; known: {', '.join(STEPS)}")
 
     report: dict = {"load_before": os.getloadavg(), "code": code_version()}
-    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache,
-                   args.results / "scratch", report, log, baseline=args.baseline.resolve() if args.baseline else None,
+    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache.resolve(),
+                   args.results.resolve() / "scratch", report, log, baseline=args.baseline.resolve() if args.baseline else None,
                    baseline_steps=steps)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)

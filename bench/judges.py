@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     report: dict = {"load_before": os.getloadavg(), "code": code_version()}
-    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache,
-                   args.results / "scratch-judges", report, log, args.instructions or None,
+    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache.resolve(),
+                   args.results.resolve() / "scratch-judges", report, log, args.instructions or None,
                    args.baseline.resolve() if args.baseline else None)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)

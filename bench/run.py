@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
     formats = [f for f in args.formats.split(",") if f]
     sizes = [int(s) for s in args.scaling.split(",") if s.strip()]
-    scratch = args.results / "scratch"
+    scratch = args.results.resolve() / "scratch"  # absolute: the loop's run 2 links into it (bench.backfill)
     scratch.mkdir(parents=True, exist_ok=True)
     report: dict = {"started": dt.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
                     "argv": sys.argv[1:] if argv is None else argv, "load_before": os.getloadavg()}

@@ -40,3 +40,23 @@ def test_least_squares_not_two_points_when_a_size_is_off_the_line():
 
 def test_one_size_has_no_fit():
     assert fits([point(100_000, 17_000, 610_000)]) == {}
+
+
+def test_run_2_reads_the_imported_answers_whatever_folder_the_bench_was_given(tmp_path, monkeypatch):
+    """A relative --results made the answers' link dangle: run 2 then read no answers and compare found no change."""
+    from pathlib import Path
+
+    from bench.archive import Archive
+    from bench.backfill import link_run2_inputs
+
+    archive_folder = tmp_path / "archive"
+    archive_folder.mkdir()
+    (archive_folder / "candidates-0.jsonl.gz").write_bytes(b"gz")
+    archive = Archive(archive_folder, "", "", 1, 1, 1, 1, 1)
+    monkeypatch.chdir(tmp_path)
+    work = Path("results/scratch/loop-10")  # relative, as `--results out/bench/x` gives it
+    (work / "import").mkdir(parents=True)
+    (work / "import" / "candidates.jsonl").write_bytes(b'{"answer": 1}\n')
+    link_run2_inputs(archive, work)
+    assert (work / "after" / "candidates-backfill.jsonl").read_bytes() == b'{"answer": 1}\n'
+    assert (work / "after" / "candidates-0.jsonl.gz").read_bytes() == b"gz"
