@@ -83,7 +83,7 @@ PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
 # FLINK_10M=1: make bench also runs ten million candidates on a two-TaskManager session cluster beside
 # 1M with the same settings (bench-10m; ~15 minutes more, ~30 GB of disk at its peak).
 FLINK_10M ?=
-bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, the loop's commands beside the job, micro, PySpark peer (docs/benchmarks.md)
+bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, the loop's commands and the judges beside the job, instructions, micro, PySpark peer (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 	$(if $(FLINK_10M),$(MAKE) bench-10m)
 
