@@ -219,9 +219,11 @@ def section(sizes: list[int], runs: int, cache: Path, scratch: Path, report: dic
     log(f"judges over {sizes}")
     points = [judges_at(size, runs, cache, scratch, log) for size in sizes]
     report["judges"] = {"points": points}
-    text = ("## Judges: every verdict applied, beside the job without judges\n\n"
-            "The bench archive with semantic defects only a judge sees; the verdicts answer every judge request "
-            "of a first run with `--judges all` (simulated judge). CPU is of the process tree.\n\n" + table(points))
+    text = "## Judges: every verdict applied, beside the job without judges"
+    if points:
+        text += ("\n\nThe bench archive with semantic defects only a judge sees; the verdicts answer every judge "
+                 "request of a first run with `--judges all` (simulated judge). CPU is of the process tree.\n\n"
+                 + table(points))
     if instruction_size:
         if shutil.which("valgrind") is None:
             text += "\n\nInstructions not counted: valgrind is not installed here."
