@@ -79,11 +79,11 @@ reliability: $(STAMP)  ## tests too long for make test (docs/reliability.md): a 
 PEERS_VENV ?= .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
 
-.PHONY: bench bench-peers peers-env bench-10m bench-loop
+.PHONY: bench bench-peers peers-env bench-10m bench-loop bench-judges
 # FLINK_10M=1: make bench also runs ten million candidates on a two-TaskManager session cluster beside
 # 1M with the same settings (bench-10m; ~15 minutes more, ~30 GB of disk at its peak).
 FLINK_10M ?=
-bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, the loop's commands beside the job, micro, PySpark peer (docs/benchmarks.md)
+bench: $(STAMP) $(PEERS_STAMP)  ## benchmarks: domain loop vs the job in-process, on two workers and on Flink, scaling, the loop's commands and the judges beside the job, instructions, micro, PySpark peer (docs/benchmarks.md)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 	$(if $(FLINK_10M),$(MAKE) bench-10m)
 
@@ -95,6 +95,13 @@ LOOP_SIZES ?= 10000,100000,1000000
 LOOP_RUNS ?= 3
 bench-loop: $(STAMP)  ## export-batch, import-batch, compare, verify and the report beside the job at 10k, 100k and 1M (bench.backfill)
 	$(BIN)/python -m bench.backfill --sizes $(LOOP_SIZES) --runs $(LOOP_RUNS)
+
+# The judges beside the job without them alone (bench.judges; make bench runs it at 100k). JUDGE_SIZES=100000,1000000
+# for the 1M row; JUDGE_BASELINE=DIR counts the job with judges off on that checkout too.
+JUDGE_SIZES ?= 100000
+JUDGE_BASELINE ?=
+bench-judges: $(STAMP)  ## the job with every judge and a verdict for every request beside the job without, and judges off counted (bench.judges)
+	$(BIN)/python -m bench.judges --sizes $(JUDGE_SIZES) --instructions 5000 $(if $(JUDGE_BASELINE),--baseline $(JUDGE_BASELINE))
 
 peers-env: $(PEERS_STAMP)  ## the PySpark peer's own environment, .venv-peers (bench/requirements-peers.txt; Java 17 needed)
 

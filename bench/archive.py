@@ -54,6 +54,10 @@ class ArchiveSpec:
     # were made under its earlier prompt (the producer's --revised-family), and every attempt carries billed
     # usage (--usage). None: the plain bench archive.
     revised_family: str | None = None
+    # The judges' bench (bench.judges): attempts that pass the rules carry semantic defects only a judge sees
+    # (the producer's --judge-defects), and the truth the simulated judge answers from is kept
+    # (``truth-judges.jsonl``: the rows that planted one). None: the plain bench archive.
+    judge_defects: bool | None = None
 
     @classmethod
     def at_density(cls, candidates: int, **overrides) -> "ArchiveSpec":
@@ -282,7 +286,10 @@ def _build(spec: ArchiveSpec, folder: Path) -> None:
         "--min-units", str(spec.min_units), "--max-units", str(spec.max_units),
         *(["--revised-family", spec.revised_family, "--usage", "--defect-rate", "stale_prompt_fingerprint=0"]
           if spec.revised_family else []),
+        *(["--judge-defects"] if spec.judge_defects else []),
     ], check=True, cwd=REPO)
+    if spec.judge_defects:
+        keep_judge_truth(staging / "truth.jsonl", staging / JUDGE_TRUTH)
     (staging / "truth.jsonl").unlink()
     per_source: dict[str, int] = {}
     counts = {}
@@ -303,6 +310,20 @@ def _build(spec: ArchiveSpec, folder: Path) -> None:
     (staging / "meta.json").write_text(json.dumps(meta, indent=2))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
+
+
+JUDGE_TRUTH = "truth-judges.jsonl"
+
+
+def keep_judge_truth(truth: Path, kept: Path) -> int:
+    """Copy the truth rows that planted a semantic defect (what the simulated judge needs); how many."""
+    n = 0
+    with open(truth, "rb") as rows, open(kept, "wb") as out:
+        for line in rows:
+            if b'"judge_defects"' in line and orjson.loads(line).get("judge_defects"):
+                out.write(line)
+                n += 1
+    return n
 
 
 def _shard(source: Path, prefix: Path, shards: int, per_source: dict[str, int]) -> tuple[int, int]:

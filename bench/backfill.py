@@ -146,7 +146,8 @@ def link_run2_inputs(archive: Archive, work: Path) -> None:
     after.mkdir()
     for path in sorted(archive.folder.glob("candidates-*.jsonl.gz")):
         (after / path.name).symlink_to(path)
-    (after / "candidates-backfill.jsonl").symlink_to(work / "import" / "candidates.jsonl")
+    # absolute: a link's relative target is read from the link's own folder, and a dangling link is an empty input
+    (after / "candidates-backfill.jsonl").symlink_to((work / "import" / "candidates.jsonl").resolve(strict=True))
 
 
 def after_archive(size: int, cache: Path, scratch: Path, log) -> Archive:
@@ -310,18 +311,40 @@ def slot_rows(folder: Path) -> list[bytes]:
     return sorted(rows)
 
 
+# What each step's cost grows with: the item its fit is per (a key of :func:`items`, and its name).
+ITEM_OF = {JOB: ("candidates", "candidate"), JOB2: ("candidates", "candidate"),
+           EXPORT: ("requests_exported", "request"), IMPORT: ("answers_imported", "answer"),
+           COMPARE: ("slots_compared", "slot"), VERIFY: ("candidates", "candidate"), REPORT: ("candidates", "candidate")}
+
+
 def fits(points: list[dict]) -> dict:
-    """Per step: wall = fixed s + µs x candidates, least squares over the sizes."""
+    """Per step: wall and CPU = fixed part + µs x its items (ITEM_OF: candidates, requests, answers or slots),
+    and peak RSS = fixed + MB per million items; least squares over the sizes of one run. Steps measured at
+    fewer than two item counts have no fit."""
     out = {}
     names = dict.fromkeys(name for p in points for name in p["steps"])
     for name in names:
-        pts = [p for p in points if name in p["steps"]]
-        fit = linear_fit([p["candidates"] for p in pts], [p["steps"][name]["wall_s"]["median"] for p in pts])
-        rss = linear_fit([p["candidates"] for p in pts], [p["steps"][name]["rss_mb"]["median"] for p in pts])
-        if fit:
-            out[name] = {"fixed_s": fit[0], "us_per_candidate": fit[1] * 1e6,
-                         "rss_fixed_mb": rss[0], "rss_mb_per_million": rss[1] * 1e6}
+        key, noun = ITEM_OF[name.removeprefix("baseline ")]
+        pts = [p for p in points if name in p["steps"] and p["items"].get(key) is not None]
+        xs = [p["items"][key] for p in pts]
+        wall = linear_fit(xs, [p["steps"][name]["wall_s"]["median"] for p in pts])
+        cpu = linear_fit(xs, [p["steps"][name]["cpu_s"]["median"] for p in pts])
+        rss = linear_fit(xs, [p["steps"][name]["rss_mb"]["median"] for p in pts])
+        if wall:
+            out[name] = {"item": noun, "fixed_s": wall[0], "us_per_item": wall[1] * 1e6, "cpu_fixed_s": cpu[0],
+                         "cpu_us_per_item": cpu[1] * 1e6, "rss_fixed_mb": rss[0], "rss_mb_per_million": rss[1] * 1e6}
     return out
+
+
+def fit_lines(fitted: dict) -> list[str]:
+    """One line per step of :func:`fits`."""
+    lines = []
+    for name, f in fitted.items():
+        label = LABELS[name.removeprefix("baseline ")] + (" — baseline" if name.startswith("baseline ") else "")
+        lines.append(f"- {label}: wall = {f['fixed_s']:.2f} s + {f['us_per_item']:.1f} µs x {f['item']}s; CPU = "
+                     f"{f['cpu_fixed_s']:.2f} s + {f['cpu_us_per_item']:.1f} µs x {f['item']}s; peak RSS = "
+                     f"{f['rss_fixed_mb']:,.0f} MB + {f['rss_mb_per_million']:,.0f} MB per million {f['item']}s")
+    return lines
 
 
 def table(result: dict) -> str:
@@ -335,13 +358,10 @@ def table(result: dict) -> str:
                          "1.00" if name == JOB else f"{s['cpu_x_job']['median']:.2f}", spread(s["rss_mb"])])
     text = markdown_table(["candidates", "command", "wall s, median (min–max)", "runs", "x job (wall)", "CPU s (tree)",
                            "x job (CPU)", "peak RSS of the tree, MB"], rows, "llrrrrrr")
-    lines = []
-    for name, f in result["fits"].items():
-        lines.append(f"- {LABELS[name.removeprefix('baseline ')]}{' — baseline' if name.startswith('baseline ') else ''}: "
-                     f"wall = {f['fixed_s']:.2f} s + {f['us_per_candidate']:.1f} µs x candidates; peak RSS = "
-                     f"{f['rss_fixed_mb']:,.0f} MB + {f['rss_mb_per_million']:,.0f} MB per million candidates")
+    lines = fit_lines(result["fits"])
     if lines:
-        text += "\n\nLeast-squares fit over the sizes (fixed part + per candidate):\n\n" + "\n".join(lines)
+        text += ("\n\nLeast-squares fit over the sizes of this run (fixed part + per item, each command's own "
+                 "items):\n\n" + "\n".join(lines))
     work = []
     for p in result["points"]:
         i = p["items"]
@@ -410,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown command(s) {unknown}; known: {', '.join(STEPS)}")
 
     report: dict = {"load_before": os.getloadavg(), "code": code_version()}
-    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache,
-                   args.results / "scratch", report, log, baseline=args.baseline.resolve() if args.baseline else None,
+    text = section([int(s) for s in args.sizes.split(",") if s.strip()], args.runs, args.cache.resolve(),
+                   args.results.resolve() / "scratch", report, log, baseline=args.baseline.resolve() if args.baseline else None,
                    baseline_steps=steps)
     report["load_after"] = os.getloadavg()
     args.results.mkdir(parents=True, exist_ok=True)

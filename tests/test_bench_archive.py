@@ -94,8 +94,8 @@ def test_three_copies_are_three_times_the_counts_with_no_collision(tmp_path):
 
 
 def test_the_revision_archive_has_its_own_key_and_leaves_the_others_as_they_were():
-    """ArchiveSpec.revised_family (bench.backfill's archive) is in the key only when set: every earlier archive's
-    cache key is unchanged."""
+    """ArchiveSpec.revised_family (bench.backfill's archive) and judge_defects (bench.judges') are in the key only
+    when set: every earlier archive's cache key is unchanged."""
     import hashlib
     import json
     from dataclasses import asdict
@@ -103,8 +103,10 @@ def test_the_revision_archive_has_its_own_key_and_leaves_the_others_as_they_were
     from bench.archive import producer_digest
 
     plain = ArchiveSpec.at_density(100_000)
-    fields = {k: v for k, v in asdict(plain).items() if k != "revised_family"}
+    fields = {k: v for k, v in asdict(plain).items() if k not in ("revised_family", "judge_defects")}
     before = f"c{plain.candidates}-s{plain.sources}-" + hashlib.sha256(
         json.dumps(fields, sort_keys=True).encode() + producer_digest()).hexdigest()[:12]
     assert plain.key() == before
     assert ArchiveSpec.at_density(100_000, revised_family="spells").key() != before
+    assert ArchiveSpec.at_density(100_000, judge_defects=True).key() not in (
+        before, ArchiveSpec.at_density(100_000, revised_family="spells").key())

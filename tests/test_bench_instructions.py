@@ -77,3 +77,84 @@ def test_a_counted_process_draws_the_same_random_numbers_every_run():
     draws = {subprocess.run([sys.executable, "-c", "import random; print(random.random())"], env=env,
                             capture_output=True, text=True, check=True).stdout for _ in range(2)}
     assert len(draws) == 1 and REPEATABLE_ENV["PYTHONHASHSEED"] == "0"
+
+
+# A callgrind output file in the shape valgrind 3.19 writes: names defined at first use (on an ``ob=`` or a
+# ``cob=`` line) and referred back to by number, relative positions, and calls whose inclusive cost follows.
+CALLGRIND = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+cmd:  python -m pipelines.reprocess
+part: 1
+
+positions: line
+events: Ir
+summary: 950
+
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fl=(1) ceval.c
+fn=(1) _PyEval_EvalFrameDefault
+0 400
++2 100
+cob=(2) /usr/lib/x86_64-linux-gnu/libcrypto.so.3
+cfi=(2) ???
+cfn=(2) sha256_block_data_order_avx2
+calls=3 0
+* 250
+cob=(3) /venv/site-packages/zstandard/backend_c.cpython-311-x86_64-linux-gnu.so
+cfn=(3) ZSTD_compressBlock
+calls=1 0
+-1 90
+
+ob=(2)
+fl=(2)
+fn=(2)
+0 200
+* 50
+
+ob=(3)
+fn=(3)
+0 90
+
+ob=(4) /lib/python3.11/lib-dynload/_hashlib.cpython-311-x86_64-linux-gnu.so
+fn=(4) _hashlib_openssl_sha256
+0 10
+
+ob=(1)
+fn=(1)
+-3 100
+
+totals: 950
+"""
+
+
+def test_the_cost_of_each_object_file_is_its_own_lines_not_what_it_calls():
+    from bench.instructions import cost_by_object
+
+    by_object = cost_by_object(CALLGRIND)
+    assert by_object == {"/usr/lib/libpython3.11.so.1.0": 600, "/usr/lib/x86_64-linux-gnu/libcrypto.so.3": 250,
+                         "/venv/site-packages/zstandard/backend_c.cpython-311-x86_64-linux-gnu.so": 90,
+                         "/lib/python3.11/lib-dynload/_hashlib.cpython-311-x86_64-linux-gnu.so": 10}
+    assert sum(by_object.values()) == 950  # every instruction in exactly one object: the summary
+
+
+def test_the_run_splits_into_sha256_zstd_and_the_rest():
+    from bench.instructions import parts_of
+
+    assert parts_of(CALLGRIND) == {"total": 950, "sha256": 260, "zstd": 90}
+
+
+def test_the_jobs_extra_is_split_in_three_parts_each_net_of_the_loops_own():
+    from bench.instructions import split_extra, split_text
+
+    loop = {"total": 370_000, "sha256": 3_000, "zstd": 0}
+    job = {"total": 430_000, "sha256": 28_000, "zstd": 15_000}
+    split = split_extra(loop, job)
+    assert split == {"loop": 370_000, "job": 430_000, "extra": 60_000, "sha256": 25_000, "zstd": 15_000,
+                     "beam": 20_000}
+    text = split_text(split)
+    assert "| SHA-256 of every output byte (the manifest's per-file hash) | 25.0 | 6.8% |" in text
+    assert "Beam's own part (the rest" in text and "| 20.0 | 5.4% |" in text
+    assert "20.0 k = 5.4% of the loop's 370.0 k | yes |" in text
+    over = split_text(split_extra(loop, {**job, "total": 440_000}))
+    assert "30.0 k = 8.1% of the loop's 370.0 k | no |" in over
