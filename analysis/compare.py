@@ -97,11 +97,12 @@ OUTPUT_REQUESTS = "retry_requests"
 OUTPUT_ARTIFACTS = ARTIFACTS
 COMPARED_OUTPUTS = (OUTPUT_EVALUATIONS, OUTPUT_REQUESTS, OUTPUT_ARTIFACTS)
 # The fields compare reads of each output's rows ({name: sub-shape or None}; Avro and Parquet rows are
-# read with only these, so an artifact's raw response is never carried along).
+# read with only these, so an artifact's raw response is never carried along). An evaluation's producer
+# and usage are what the runs cost (``analysis.cost.comparison_counts``, from the same rows).
 _SLOT_FIELDS = {"family": None, "source_id": None, "chunk_id": None}
 READ_FIELDS = {
     OUTPUT_EVALUATIONS: {**_SLOT_FIELDS, "candidate_id": None, "attempt": None, "verdict": None,
-                         "issues": {"validator": None, "reason_code": None}},
+                         "issues": {"validator": None, "reason_code": None}, "producer": None, "usage": None},
     OUTPUT_REQUESTS: {**_SLOT_FIELDS, "kind": None, "candidate_id": None, "attempt": None},
     OUTPUT_ARTIFACTS: {**_SLOT_FIELDS, "records": None, "provenance": {"candidate_id": None, "attempt": None}},
 }
