@@ -111,6 +111,7 @@ READ_FIELDS = {
 NOT_IN_REGISTRY = "not_in_registry"
 # The evaluations' "and N more issues" row (domain.issues) is a bound, not a defect.
 BOUND_VALIDATOR = "bound"
+_REQUEST_KINDS = frozenset(REQUEST_KINDS)
 # Families whose attempts are checked against a registry of their kind.
 OCCURRENCE_FAMILIES = frozenset(key for key, spec in FAMILIES.items() if spec.needs_registry)
 
@@ -178,12 +179,16 @@ class SlotInRun:
 NOTHING = SlotInRun()
 
 
-def merged(parts: Iterable[SlotInRun]) -> SlotInRun:
-    """One run's facts of a slot from the pieces read in different files."""
-    total = NOTHING
-    for part in parts:
-        total = total + part
-    return total
+def merged(parts: Sequence[SlotInRun]) -> SlotInRun:
+    """One run's facts of a slot from the pieces read in different files (each sorted already: one piece is
+    the slot's facts as they are; several, sorted once, as adding them one by one would)."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return NOTHING
+    return SlotInRun(tuple(sorted(a for part in parts for a in part.attempts)),
+                     tuple(sorted(r for part in parts for r in part.requests)),
+                     tuple(sorted(a for part in parts for a in part.artifacts)))
 
 
 # --- rows -> facts ----------------------------------------------------------------------------------
@@ -196,6 +201,14 @@ def records_sha256(records: Sequence[Any]) -> str:
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
     """An evaluation row as an attempt."""
+    if type(row) is dict:  # the rows as read: each field checked once, inline (a row that fails is named below)
+        attempt, candidate_id, verdict, issues = row.get("attempt"), row.get("candidate_id"), row.get("verdict"), \
+            row.get("issues")
+        if type(attempt) is int and type(candidate_id) is str and type(verdict) is str and (
+                issues is None or type(issues) is list):
+            return Attempt(attempt, candidate_id, verdict, tuple(
+                str(issue.get("reason_code", "")) for issue in issues
+                if is_mapping(issue) and issue.get("validator") != BOUND_VALIDATOR) if issues else ())
     issues = row.get("issues") if is_mapping(row) else None
     if issues is None:
         issues = ()
@@ -209,6 +222,10 @@ def attempt_of(row: Mapping[str, Any]) -> Attempt:
 
 def request_of(row: Mapping[str, Any]) -> Request:
     """A request row (``kind`` retry, refresh or judge)."""
+    if type(row) is dict:
+        attempt, candidate_id, kind = row.get("attempt"), row.get("candidate_id"), row.get("kind")
+        if type(attempt) is int and type(candidate_id) is str and type(kind) is str and kind in _REQUEST_KINDS:
+            return Request(attempt, candidate_id, kind)
     kind = row_field(row, "kind", str)
     if kind not in REQUEST_KINDS:
         raise RowError(f"a request of kind {shown(kind)}, not one of {', '.join(REQUEST_KINDS)}")
@@ -221,13 +238,14 @@ def artifact_of(row: Mapping[str, Any]) -> Artifact:
     records = row.get("records")
     if not is_mapping(provenance) or not isinstance(records, list):
         raise RowError("an artifact row without provenance or records")
-    return Artifact(row_field(provenance, "attempt", int), row_field(provenance, "candidate_id", str),
-                    records_sha256(records), orjson.dumps(records))
+    attempt, candidate_id = provenance.get("attempt"), provenance.get("candidate_id")
+    if not (type(attempt) is int and type(candidate_id) is str):
+        attempt, candidate_id = row_field(provenance, "attempt", int), row_field(provenance, "candidate_id", str)
+    return Artifact(attempt, candidate_id, records_sha256(records), orjson.dumps(records))
 
 
 def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, SlotInRun]:
     """Rows of one output of one run (``evaluations``, ``retry_requests`` or ``artifacts``) gathered per slot."""
-    gathered: dict[Slot, list] = {}
     if output == OUTPUT_EVALUATIONS:
         fact = attempt_of
     elif output == OUTPUT_REQUESTS:
@@ -236,10 +254,26 @@ def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, 
         fact = artifact_of
     else:
         raise ValueError(f"compare reads {', '.join(COMPARED_OUTPUTS)}, not {output!r}")
+    gathered: dict[tuple[str, str, str], list] = {}
     for row in rows:
-        gathered.setdefault(slot_of(row), []).append(fact(row))
+        key = _slot_key(row)
+        facts = gathered.get(key)
+        if facts is None:
+            gathered[key] = [fact(row)]
+        else:
+            facts.append(fact(row))
     part = {OUTPUT_EVALUATIONS: "attempts", OUTPUT_REQUESTS: "requests", OUTPUT_ARTIFACTS: "artifacts"}[output]
-    return {slot: SlotInRun(**{part: tuple(sorted(facts))}) for slot, facts in gathered.items()}
+    return {Slot(*key): SlotInRun(**{part: tuple(sorted(facts))}) for key, facts in gathered.items()}
+
+
+def _slot_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``slot_of(row).key``: the three fields checked inline for a row as read (one Slot per slot, not per row);
+    any other row through ``slot_of``, which names what is wrong."""
+    if type(row) is dict:
+        key = row.get("family"), row.get("source_id"), row.get("chunk_id")
+        if type(key[0]) is str and type(key[1]) is str and type(key[2]) is str:
+            return key
+    return slot_of(row).key
 
 
 # --- one slot in one run: its outcome ---------------------------------------------------------------
