@@ -439,31 +439,39 @@ class SlotComparison:
 
     def tally(self) -> dict[tuple, int]:
         """This slot's part of every count of ``compare.json`` (summed over all slots: ``comparison_document``)."""
+        return self.tally_into({})
+
+    def tally_into(self, counts: dict[tuple, int]) -> dict[tuple, int]:
+        """:meth:`tally` added to ``counts`` (a source's slots summed in one dict, not one dict per slot)."""
         family = self.slot.family
-        counts: Counter[tuple] = Counter()
-        counts[("transition", family, *self.transition)] += 1
+        found = [("transition", family, self.a.outcome, self.b.outcome)]
         for run, decision in ((RUN_A, self.a), (RUN_B, self.b)):
             if decision.outcome != OUTCOME_ABSENT:
-                counts[("slots", family, run)] += 1
-        if OUTCOME_ABSENT not in self.transition:
-            counts[("slots", family, "both")] += 1
+                found.append(("slots", family, run))
+        if OUTCOME_ABSENT != self.a.outcome and OUTCOME_ABSENT != self.b.outcome:
+            found.append(("slots", family, "both"))
         if self.change is not None:
-            counts[("change", family, self.change)] += 1
-            counts[("situation", family, self.situation)] += 1
+            found.append(("change", family, self.change))
+            found.append(("situation", family, self.situation))
         if self.artifact is not None:
-            counts[("artifact", family, self.artifact)] += 1
+            found.append(("artifact", family, self.artifact))
         if self.answer is not None:
-            counts[("answer", family, *self.answer)] += 1
+            found.append(("answer", family, *self.answer))
+        for key in found:
+            counts[key] = counts.get(key, 0) + 1
         if self.registry_failures:
-            counts[("registry_failure", family)] += len(self.registry_failures)
+            key = ("registry_failure", family)
+            counts[key] = counts.get(key, 0) + len(self.registry_failures)
         for run, codes in ((RUN_A, self.reason_codes_a), (RUN_B, self.reason_codes_b)):
             for code, n in codes:
-                counts[("reason_code", family, run, code)] += n
-        return dict(counts)
+                key = ("reason_code", family, run, code)
+                counts[key] = counts.get(key, 0) + n
+        return counts
 
 
 def _code_counts(run: SlotInRun) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(Counter(code for attempt in run.attempts for code in attempt.reason_codes).items()))
+    codes = [code for attempt in run.attempts for code in attempt.reason_codes]
+    return tuple(sorted(Counter(codes).items())) if codes else ()  # most slots: none (no Counter made)
 
 
 def compare_slot(slot: Slot, a: SlotInRun, b: SlotInRun) -> SlotComparison:

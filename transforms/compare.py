@@ -13,7 +13,7 @@ import apache_beam as beam
 import orjson
 
 from analysis.compare import (COMPARED_OUTPUTS, OUTPUT_ARTIFACTS, OUTPUT_EVALUATIONS, OUTPUT_REQUESTS, READ_FIELDS,
-                              RUN_A, RUNS, compare_source, facts_by_slot, sum_tallies)
+                              RUN_A, RUNS, compare_source, facts_by_slot)
 from analysis.cost import comparison_counts
 from analysis.compare_folder import input_name
 from analysis.slots import RowError
@@ -73,7 +73,9 @@ def compare_source_blocks(element) -> SourceComparison:
         elif output == OUTPUT_REQUESTS and run == RUN_A:
             requests_a += rows
     comparisons = compare_source(parts)
-    tally = sum_tallies(comparison.tally() for comparison in comparisons)
+    tally: dict[tuple, int] = {}
+    for comparison in comparisons:
+        comparison.tally_into(tally)
     if refused:
         tally[REFUSED_TALLY] = refused
     return SourceComparison(source_id, tuple(row for c in comparisons if (row := c.row()) is not None), tally,
