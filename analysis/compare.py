@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import orjson
 
@@ -117,10 +117,11 @@ OCCURRENCE_FAMILIES = frozenset(key for key, spec in FAMILIES.items() if spec.ne
 
 # --- one run's facts about one slot -----------------------------------------------------------------
 
-@dataclass(frozen=True, order=True)
-class Attempt:
+class Attempt(NamedTuple):
     """One evaluation row: a candidate and its verdict under the run's policy. Ordered as the job
-    orders a slot's attempts: attempt number, then candidate id."""
+    orders a slot's attempts: attempt number, then candidate id. A tuple (as ``Request``): made per row
+    read and sorted per slot, and a tuple is built and compared by the interpreter itself, where a
+    dataclass's ``__init__`` and ``__lt__`` are Python calls."""
 
     attempt: int
     candidate_id: str
@@ -132,8 +133,7 @@ class Attempt:
         return self.verdict in PASSING_VERDICTS
 
 
-@dataclass(frozen=True, order=True)
-class Request:
+class Request(NamedTuple):
     """One retry or refresh request: the attempt number it asks for, the candidate it replaces."""
 
     attempt: int
