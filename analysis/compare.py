@@ -164,10 +164,6 @@ class SlotInRun:
     requests: tuple[Request, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
 
-    def __add__(self, other: "SlotInRun") -> "SlotInRun":
-        return SlotInRun(tuple(sorted(self.attempts + other.attempts)), tuple(sorted(self.requests + other.requests)),
-                         tuple(sorted(self.artifacts + other.artifacts)))
-
     @property
     def present(self) -> bool:
         return bool(self.attempts or self.requests or self.artifacts)
@@ -177,18 +173,6 @@ class SlotInRun:
 
 
 NOTHING = SlotInRun()
-
-
-def merged(parts: Sequence[SlotInRun]) -> SlotInRun:
-    """One run's facts of a slot from the pieces read in different files (each sorted already: one piece is
-    the slot's facts as they are; several, sorted once, as adding them one by one would)."""
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return NOTHING
-    return SlotInRun(tuple(sorted(a for part in parts for a in part.attempts)),
-                     tuple(sorted(r for part in parts for r in part.requests)),
-                     tuple(sorted(a for part in parts for a in part.artifacts)))
 
 
 # --- rows -> facts ----------------------------------------------------------------------------------
@@ -246,6 +230,13 @@ def artifact_of(row: Mapping[str, Any]) -> Artifact:
 
 def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, SlotInRun]:
     """Rows of one output of one run (``evaluations``, ``retry_requests`` or ``artifacts``) gathered per slot."""
+    part = {OUTPUT_EVALUATIONS: "attempts", OUTPUT_REQUESTS: "requests", OUTPUT_ARTIFACTS: "artifacts"}.get(output)
+    return {Slot(*key): SlotInRun(**{part: tuple(sorted(facts))}) for key, facts in facts_of(output, rows).items()}
+
+
+def facts_of(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], list]:
+    """Rows of one output of one run, each slot's facts (its attempts, requests or artifacts) in row order, by
+    the slot's key; a row that is not what the output's contract says raises ``RowError``."""
     if output == OUTPUT_EVALUATIONS:
         fact = attempt_of
     elif output == OUTPUT_REQUESTS:
@@ -262,8 +253,7 @@ def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, 
             gathered[key] = [fact(row)]
         else:
             facts.append(fact(row))
-    part = {OUTPUT_EVALUATIONS: "attempts", OUTPUT_REQUESTS: "requests", OUTPUT_ARTIFACTS: "artifacts"}[output]
-    return {Slot(*key): SlotInRun(**{part: tuple(sorted(facts))}) for key, facts in gathered.items()}
+    return gathered
 
 
 def _slot_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -495,15 +485,32 @@ def _accepted_records(run: SlotInRun) -> list:
     return min(run.artifacts).records if run.artifacts else []  # the artifact decide() reads
 
 
-def compare_source(parts: Iterable[tuple[str, Mapping[Slot, SlotInRun]]]) -> list[SlotComparison]:
-    """Every slot of one source compared, in slot order, from its facts as read (``(run, facts of one file's
-    rows of the source)``): a slot names its source, so all that either run wrote of it is here."""
-    gathered: dict[Slot, tuple[list[SlotInRun], list[SlotInRun]]] = {}
-    for run, facts in parts:
-        side = 0 if run == RUN_A else 1
-        for slot, fact in facts.items():
-            gathered.setdefault(slot, ([], []))[side].append(fact)
-    return [compare_slot(slot, merged(a), merged(b)) for slot, (a, b) in sorted(gathered.items())]
+# Where an output's facts go among a slot's: A's attempts, requests, artifacts, then B's.
+_PART_INDEX = {OUTPUT_EVALUATIONS: 0, OUTPUT_REQUESTS: 1, OUTPUT_ARTIFACTS: 2}
+
+
+def compare_source(pieces: Iterable[tuple[str, str, Mapping[tuple[str, str, str], Sequence]]]
+                   ) -> list[SlotComparison]:
+    """Every slot of one source compared, in slot order, from its facts as read (``(run, output, facts_of
+    one file's rows of the source)``): a slot names its source, so all that either run wrote of it is here.
+    A slot's facts of a run are sorted once, as they came (sorting each piece and then all of them would
+    give the same: the sort is stable)."""
+    gathered: dict[tuple[str, str, str], list[list]] = {}
+    for run, output, facts in pieces:
+        index = (0 if run == RUN_A else 3) + _PART_INDEX[output]
+        for key, found in facts.items():
+            lists = gathered.get(key)
+            if lists is None:
+                lists = gathered[key] = [[], [], [], [], [], []]
+            lists[index] += found
+    return [compare_slot(Slot(*key), _in_run(*lists[:3]), _in_run(*lists[3:]))
+            for key, lists in sorted(gathered.items())]
+
+
+def _in_run(attempts: list, requests: list, artifacts: list) -> SlotInRun:
+    if not (attempts or requests or artifacts):
+        return NOTHING
+    return SlotInRun(tuple(sorted(attempts)), tuple(sorted(requests)), tuple(sorted(artifacts)))
 
 
 def sum_tallies(tallies: Iterable[Mapping[tuple, int]]) -> dict[tuple, int]:

@@ -107,30 +107,48 @@ class Cell:
 
 
 class Tally:
-    """A builder of cells by (group, outcome): group a family or a judge, outcome a verdict."""
+    """A builder of cells by (group, outcome): group a family or a judge, outcome a verdict. Tokens are
+    summed as plain integers (``TOKEN_FIELDS``' order) and made ``Tokens`` once per cell and producer:
+    compare tallies every attempt of both runs."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
-        self.tokens: dict[tuple[str, str], dict[ProducerKey, Tokens]] = {}
+        self.tokens: dict[tuple[str, str], dict[ProducerKey, list[int]]] = {}
 
     def add(self, group: str, outcome: str, producer: Mapping[str, Any] | None, usage: Mapping[str, Any] | None,
             count: int = 1) -> None:
         key = (group, outcome)
         self.counts[key] = self.counts.get(key, 0) + count
         if usage is not None and producer is not None:
-            self.add_tokens(group, outcome, (str(producer["provider"]), str(producer["model"]), bool(usage["batch"])),
-                            Tokens.of_usage(usage))
+            sums = self._sums(key, (str(producer["provider"]), str(producer["model"]), bool(usage["batch"])))
+            cached = usage.get("cached_input_tokens")  # as Tokens.of_usage
+            sums[0] += 1
+            sums[1] += int(usage["input_tokens"])
+            sums[2] += int(cached or 0)
+            sums[3] += int(cached is None)
+            sums[4] += int(usage["output_tokens"])
 
     def add_tokens(self, group: str, outcome: str, key: ProducerKey, tokens: Tokens) -> None:
-        cells = self.tokens.setdefault((group, outcome), {})
-        cells[key] = cells.get(key, Tokens()) + tokens
+        sums = self._sums((group, outcome), key)
+        for i, name in enumerate(TOKEN_FIELDS):
+            sums[i] += getattr(tokens, name)
+
+    def _sums(self, cell: tuple[str, str], key: ProducerKey) -> list[int]:
+        cells = self.tokens.get(cell)
+        if cells is None:
+            cells = self.tokens[cell] = {}
+        sums = cells.get(key)
+        if sums is None:
+            sums = cells[key] = [0] * len(TOKEN_FIELDS)
+        return sums
 
     def cells(self) -> dict[str, dict[str, Cell]]:
         """Group -> outcome -> cell, sorted (the table's order)."""
         out: dict[str, dict[str, Cell]] = {}
         for group, outcome in sorted(self.counts.keys() | self.tokens.keys(), key=_cell_order):
+            tokens = self.tokens.get((group, outcome), {})
             out.setdefault(group, {})[outcome] = Cell(self.counts.get((group, outcome), 0),
-                                                      dict(sorted(self.tokens.get((group, outcome), {}).items())))
+                                                      {key: Tokens(*tokens[key]) for key in sorted(tokens)})
         return out
 
 
@@ -301,9 +319,9 @@ def _flat(part: str, tally: Tally, counts: dict[tuple, int]) -> None:
     for (group, outcome), n in tally.counts.items():
         counts[(part, _COUNT, group, outcome)] = n
     for (group, outcome), cells in tally.tokens.items():
-        for key, tokens in cells.items():
-            for name in TOKEN_FIELDS:
-                counts[(part, _TOKENS, group, outcome, *key, name)] = getattr(tokens, name)
+        for key, sums in cells.items():
+            for name, n in zip(TOKEN_FIELDS, sums):
+                counts[(part, _TOKENS, group, outcome, *key, name)] = n
 
 
 def _tally_of(part: str, counts: Mapping[tuple, int]) -> Tally:
@@ -316,8 +334,9 @@ def _tally_of(part: str, counts: Mapping[tuple, int]) -> Tally:
             tally.counts[key[2:4]] = n
         else:
             fields.setdefault(key[2:4], {}).setdefault(key[4:7], {})[key[7]] = n
-    for cell, producers in fields.items():
-        tally.tokens[cell] = {producer: Tokens(**found) for producer, found in producers.items()}
+    for (group, outcome), producers in fields.items():
+        for producer, found in producers.items():
+            tally.add_tokens(group, outcome, producer, Tokens(**found))
     return tally
 
 

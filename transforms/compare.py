@@ -13,7 +13,7 @@ import apache_beam as beam
 import orjson
 
 from analysis.compare import (COMPARED_OUTPUTS, OUTPUT_ARTIFACTS, OUTPUT_EVALUATIONS, OUTPUT_REQUESTS, READ_FIELDS,
-                              RUN_A, RUNS, compare_source, facts_by_slot)
+                              RUN_A, RUNS, compare_source, facts_of)
 from analysis.cost import comparison_counts
 from analysis.compare_folder import input_name
 from analysis.slots import RowError
@@ -62,7 +62,7 @@ def compare_source_blocks(element) -> SourceComparison:
         run, output = name.split(".", 1)
         rows = list(map(orjson.loads, decode_block(block)))
         try:
-            parts.append((run, facts_by_slot(output, rows)))
+            parts.append((run, output, facts_of(output, rows)))
         except RowError:
             # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block
             # is compared and the comparison is not committed; the command names the file and the row.
