@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import orjson
 
@@ -97,11 +97,12 @@ OUTPUT_REQUESTS = "retry_requests"
 OUTPUT_ARTIFACTS = ARTIFACTS
 COMPARED_OUTPUTS = (OUTPUT_EVALUATIONS, OUTPUT_REQUESTS, OUTPUT_ARTIFACTS)
 # The fields compare reads of each output's rows ({name: sub-shape or None}; Avro and Parquet rows are
-# read with only these, so an artifact's raw response is never carried along).
+# read with only these, so an artifact's raw response is never carried along). An evaluation's producer
+# and usage are what the runs cost (``analysis.cost.comparison_counts``, from the same rows).
 _SLOT_FIELDS = {"family": None, "source_id": None, "chunk_id": None}
 READ_FIELDS = {
     OUTPUT_EVALUATIONS: {**_SLOT_FIELDS, "candidate_id": None, "attempt": None, "verdict": None,
-                         "issues": {"validator": None, "reason_code": None}},
+                         "issues": {"validator": None, "reason_code": None}, "producer": None, "usage": None},
     OUTPUT_REQUESTS: {**_SLOT_FIELDS, "kind": None, "candidate_id": None, "attempt": None},
     OUTPUT_ARTIFACTS: {**_SLOT_FIELDS, "records": None, "provenance": {"candidate_id": None, "attempt": None}},
 }
@@ -110,15 +111,17 @@ READ_FIELDS = {
 NOT_IN_REGISTRY = "not_in_registry"
 # The evaluations' "and N more issues" row (domain.issues) is a bound, not a defect.
 BOUND_VALIDATOR = "bound"
+_REQUEST_KINDS = frozenset(REQUEST_KINDS)
 # Families whose attempts are checked against a registry of their kind.
 OCCURRENCE_FAMILIES = frozenset(key for key, spec in FAMILIES.items() if spec.needs_registry)
 
 # --- one run's facts about one slot -----------------------------------------------------------------
 
-@dataclass(frozen=True, order=True)
-class Attempt:
+class Attempt(NamedTuple):
     """One evaluation row: a candidate and its verdict under the run's policy. Ordered as the job
-    orders a slot's attempts: attempt number, then candidate id."""
+    orders a slot's attempts: attempt number, then candidate id. A tuple (as ``Request``): made per row
+    read and sorted per slot, and a tuple is built and compared by the interpreter itself, where a
+    dataclass's ``__init__`` and ``__lt__`` are Python calls."""
 
     attempt: int
     candidate_id: str
@@ -130,8 +133,7 @@ class Attempt:
         return self.verdict in PASSING_VERDICTS
 
 
-@dataclass(frozen=True, order=True)
-class Request:
+class Request(NamedTuple):
     """One retry or refresh request: the attempt number it asks for, the candidate it replaces."""
 
     attempt: int
@@ -162,10 +164,6 @@ class SlotInRun:
     requests: tuple[Request, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
 
-    def __add__(self, other: "SlotInRun") -> "SlotInRun":
-        return SlotInRun(tuple(sorted(self.attempts + other.attempts)), tuple(sorted(self.requests + other.requests)),
-                         tuple(sorted(self.artifacts + other.artifacts)))
-
     @property
     def present(self) -> bool:
         return bool(self.attempts or self.requests or self.artifacts)
@@ -175,14 +173,6 @@ class SlotInRun:
 
 
 NOTHING = SlotInRun()
-
-
-def merged(parts: Iterable[SlotInRun]) -> SlotInRun:
-    """One run's facts of a slot from the pieces read in different files."""
-    total = NOTHING
-    for part in parts:
-        total = total + part
-    return total
 
 
 # --- rows -> facts ----------------------------------------------------------------------------------
@@ -195,6 +185,14 @@ def records_sha256(records: Sequence[Any]) -> str:
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
     """An evaluation row as an attempt."""
+    if type(row) is dict:  # the rows as read: each field checked once, inline (a row that fails is named below)
+        attempt, candidate_id, verdict, issues = row.get("attempt"), row.get("candidate_id"), row.get("verdict"), \
+            row.get("issues")
+        if type(attempt) is int and type(candidate_id) is str and type(verdict) is str and (
+                issues is None or type(issues) is list):
+            return Attempt(attempt, candidate_id, verdict, tuple(
+                str(issue.get("reason_code", "")) for issue in issues
+                if is_mapping(issue) and issue.get("validator") != BOUND_VALIDATOR) if issues else ())
     issues = row.get("issues") if is_mapping(row) else None
     if issues is None:
         issues = ()
@@ -208,6 +206,10 @@ def attempt_of(row: Mapping[str, Any]) -> Attempt:
 
 def request_of(row: Mapping[str, Any]) -> Request:
     """A request row (``kind`` retry, refresh or judge)."""
+    if type(row) is dict:
+        attempt, candidate_id, kind = row.get("attempt"), row.get("candidate_id"), row.get("kind")
+        if type(attempt) is int and type(candidate_id) is str and type(kind) is str and kind in _REQUEST_KINDS:
+            return Request(attempt, candidate_id, kind)
     kind = row_field(row, "kind", str)
     if kind not in REQUEST_KINDS:
         raise RowError(f"a request of kind {shown(kind)}, not one of {', '.join(REQUEST_KINDS)}")
@@ -220,13 +222,21 @@ def artifact_of(row: Mapping[str, Any]) -> Artifact:
     records = row.get("records")
     if not is_mapping(provenance) or not isinstance(records, list):
         raise RowError("an artifact row without provenance or records")
-    return Artifact(row_field(provenance, "attempt", int), row_field(provenance, "candidate_id", str),
-                    records_sha256(records), orjson.dumps(records))
+    attempt, candidate_id = provenance.get("attempt"), provenance.get("candidate_id")
+    if not (type(attempt) is int and type(candidate_id) is str):
+        attempt, candidate_id = row_field(provenance, "attempt", int), row_field(provenance, "candidate_id", str)
+    return Artifact(attempt, candidate_id, records_sha256(records), orjson.dumps(records))
 
 
 def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, SlotInRun]:
     """Rows of one output of one run (``evaluations``, ``retry_requests`` or ``artifacts``) gathered per slot."""
-    gathered: dict[Slot, list] = {}
+    part = {OUTPUT_EVALUATIONS: "attempts", OUTPUT_REQUESTS: "requests", OUTPUT_ARTIFACTS: "artifacts"}.get(output)
+    return {Slot(*key): SlotInRun(**{part: tuple(sorted(facts))}) for key, facts in facts_of(output, rows).items()}
+
+
+def facts_of(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], list]:
+    """Rows of one output of one run, each slot's facts (its attempts, requests or artifacts) in row order, by
+    the slot's key; a row that is not what the output's contract says raises ``RowError``."""
     if output == OUTPUT_EVALUATIONS:
         fact = attempt_of
     elif output == OUTPUT_REQUESTS:
@@ -235,10 +245,25 @@ def facts_by_slot(output: str, rows: Iterable[Mapping[str, Any]]) -> dict[Slot, 
         fact = artifact_of
     else:
         raise ValueError(f"compare reads {', '.join(COMPARED_OUTPUTS)}, not {output!r}")
+    gathered: dict[tuple[str, str, str], list] = {}
     for row in rows:
-        gathered.setdefault(slot_of(row), []).append(fact(row))
-    part = {OUTPUT_EVALUATIONS: "attempts", OUTPUT_REQUESTS: "requests", OUTPUT_ARTIFACTS: "artifacts"}[output]
-    return {slot: SlotInRun(**{part: tuple(sorted(facts))}) for slot, facts in gathered.items()}
+        key = _slot_key(row)
+        facts = gathered.get(key)
+        if facts is None:
+            gathered[key] = [fact(row)]
+        else:
+            facts.append(fact(row))
+    return gathered
+
+
+def _slot_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``slot_of(row).key``: the three fields checked inline for a row as read (one Slot per slot, not per row);
+    any other row through ``slot_of``, which names what is wrong."""
+    if type(row) is dict:
+        key = row.get("family"), row.get("source_id"), row.get("chunk_id")
+        if type(key[0]) is str and type(key[1]) is str and type(key[2]) is str:
+            return key
+    return slot_of(row).key
 
 
 # --- one slot in one run: its outcome ---------------------------------------------------------------
@@ -404,31 +429,39 @@ class SlotComparison:
 
     def tally(self) -> dict[tuple, int]:
         """This slot's part of every count of ``compare.json`` (summed over all slots: ``comparison_document``)."""
+        return self.tally_into({})
+
+    def tally_into(self, counts: dict[tuple, int]) -> dict[tuple, int]:
+        """:meth:`tally` added to ``counts`` (a source's slots summed in one dict, not one dict per slot)."""
         family = self.slot.family
-        counts: Counter[tuple] = Counter()
-        counts[("transition", family, *self.transition)] += 1
+        found = [("transition", family, self.a.outcome, self.b.outcome)]
         for run, decision in ((RUN_A, self.a), (RUN_B, self.b)):
             if decision.outcome != OUTCOME_ABSENT:
-                counts[("slots", family, run)] += 1
-        if OUTCOME_ABSENT not in self.transition:
-            counts[("slots", family, "both")] += 1
+                found.append(("slots", family, run))
+        if OUTCOME_ABSENT != self.a.outcome and OUTCOME_ABSENT != self.b.outcome:
+            found.append(("slots", family, "both"))
         if self.change is not None:
-            counts[("change", family, self.change)] += 1
-            counts[("situation", family, self.situation)] += 1
+            found.append(("change", family, self.change))
+            found.append(("situation", family, self.situation))
         if self.artifact is not None:
-            counts[("artifact", family, self.artifact)] += 1
+            found.append(("artifact", family, self.artifact))
         if self.answer is not None:
-            counts[("answer", family, *self.answer)] += 1
+            found.append(("answer", family, *self.answer))
+        for key in found:
+            counts[key] = counts.get(key, 0) + 1
         if self.registry_failures:
-            counts[("registry_failure", family)] += len(self.registry_failures)
+            key = ("registry_failure", family)
+            counts[key] = counts.get(key, 0) + len(self.registry_failures)
         for run, codes in ((RUN_A, self.reason_codes_a), (RUN_B, self.reason_codes_b)):
             for code, n in codes:
-                counts[("reason_code", family, run, code)] += n
-        return dict(counts)
+                key = ("reason_code", family, run, code)
+                counts[key] = counts.get(key, 0) + n
+        return counts
 
 
 def _code_counts(run: SlotInRun) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(Counter(code for attempt in run.attempts for code in attempt.reason_codes).items()))
+    codes = [code for attempt in run.attempts for code in attempt.reason_codes]
+    return tuple(sorted(Counter(codes).items())) if codes else ()  # most slots: none (no Counter made)
 
 
 def compare_slot(slot: Slot, a: SlotInRun, b: SlotInRun) -> SlotComparison:
@@ -452,15 +485,32 @@ def _accepted_records(run: SlotInRun) -> list:
     return min(run.artifacts).records if run.artifacts else []  # the artifact decide() reads
 
 
-def compare_source(parts: Iterable[tuple[str, Mapping[Slot, SlotInRun]]]) -> list[SlotComparison]:
-    """Every slot of one source compared, in slot order, from its facts as read (``(run, facts of one file's
-    rows of the source)``): a slot names its source, so all that either run wrote of it is here."""
-    gathered: dict[Slot, tuple[list[SlotInRun], list[SlotInRun]]] = {}
-    for run, facts in parts:
-        side = 0 if run == RUN_A else 1
-        for slot, fact in facts.items():
-            gathered.setdefault(slot, ([], []))[side].append(fact)
-    return [compare_slot(slot, merged(a), merged(b)) for slot, (a, b) in sorted(gathered.items())]
+# Where an output's facts go among a slot's: A's attempts, requests, artifacts, then B's.
+_PART_INDEX = {OUTPUT_EVALUATIONS: 0, OUTPUT_REQUESTS: 1, OUTPUT_ARTIFACTS: 2}
+
+
+def compare_source(pieces: Iterable[tuple[str, str, Mapping[tuple[str, str, str], Sequence]]]
+                   ) -> list[SlotComparison]:
+    """Every slot of one source compared, in slot order, from its facts as read (``(run, output, facts_of
+    one file's rows of the source)``): a slot names its source, so all that either run wrote of it is here.
+    A slot's facts of a run are sorted once, as they came (sorting each piece and then all of them would
+    give the same: the sort is stable)."""
+    gathered: dict[tuple[str, str, str], list[list]] = {}
+    for run, output, facts in pieces:
+        index = (0 if run == RUN_A else 3) + _PART_INDEX[output]
+        for key, found in facts.items():
+            lists = gathered.get(key)
+            if lists is None:
+                lists = gathered[key] = [[], [], [], [], [], []]
+            lists[index] += found
+    return [compare_slot(Slot(*key), _in_run(*lists[:3]), _in_run(*lists[3:]))
+            for key, lists in sorted(gathered.items())]
+
+
+def _in_run(attempts: list, requests: list, artifacts: list) -> SlotInRun:
+    if not (attempts or requests or artifacts):
+        return NOTHING
+    return SlotInRun(tuple(sorted(attempts)), tuple(sorted(requests)), tuple(sorted(artifacts)))
 
 
 def sum_tallies(tallies: Iterable[Mapping[tuple, int]]) -> dict[tuple, int]:

@@ -107,30 +107,48 @@ class Cell:
 
 
 class Tally:
-    """A builder of cells by (group, outcome): group a family or a judge, outcome a verdict."""
+    """A builder of cells by (group, outcome): group a family or a judge, outcome a verdict. Tokens are
+    summed as plain integers (``TOKEN_FIELDS``' order) and made ``Tokens`` once per cell and producer:
+    compare tallies every attempt of both runs."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
-        self.tokens: dict[tuple[str, str], dict[ProducerKey, Tokens]] = {}
+        self.tokens: dict[tuple[str, str], dict[ProducerKey, list[int]]] = {}
 
     def add(self, group: str, outcome: str, producer: Mapping[str, Any] | None, usage: Mapping[str, Any] | None,
             count: int = 1) -> None:
         key = (group, outcome)
         self.counts[key] = self.counts.get(key, 0) + count
         if usage is not None and producer is not None:
-            self.add_tokens(group, outcome, (str(producer["provider"]), str(producer["model"]), bool(usage["batch"])),
-                            Tokens.of_usage(usage))
+            sums = self._sums(key, (str(producer["provider"]), str(producer["model"]), bool(usage["batch"])))
+            cached = usage.get("cached_input_tokens")  # as Tokens.of_usage
+            sums[0] += 1
+            sums[1] += int(usage["input_tokens"])
+            sums[2] += int(cached or 0)
+            sums[3] += int(cached is None)
+            sums[4] += int(usage["output_tokens"])
 
     def add_tokens(self, group: str, outcome: str, key: ProducerKey, tokens: Tokens) -> None:
-        cells = self.tokens.setdefault((group, outcome), {})
-        cells[key] = cells.get(key, Tokens()) + tokens
+        sums = self._sums((group, outcome), key)
+        for i, name in enumerate(TOKEN_FIELDS):
+            sums[i] += getattr(tokens, name)
+
+    def _sums(self, cell: tuple[str, str], key: ProducerKey) -> list[int]:
+        cells = self.tokens.get(cell)
+        if cells is None:
+            cells = self.tokens[cell] = {}
+        sums = cells.get(key)
+        if sums is None:
+            sums = cells[key] = [0] * len(TOKEN_FIELDS)
+        return sums
 
     def cells(self) -> dict[str, dict[str, Cell]]:
         """Group -> outcome -> cell, sorted (the table's order)."""
         out: dict[str, dict[str, Cell]] = {}
         for group, outcome in sorted(self.counts.keys() | self.tokens.keys(), key=_cell_order):
+            tokens = self.tokens.get((group, outcome), {})
             out.setdefault(group, {})[outcome] = Cell(self.counts.get((group, outcome), 0),
-                                                      dict(sorted(self.tokens.get((group, outcome), {}).items())))
+                                                      {key: Tokens(*tokens[key]) for key in sorted(tokens)})
         return out
 
 
@@ -225,10 +243,7 @@ def cost_table(noun: str, cells: Mapping[str, Mapping[str, Cell]], prices: Price
 def attempt_cells(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Cell]]:
     """Every evaluation row, by family and verdict (rows of runs made before rows carried ``producer``
     and ``usage`` count as attempts without usage)."""
-    tally = Tally()
-    for row in rows:
-        tally.add(row["family"], row["verdict"], row.get("producer"), row.get("usage"))
-    return tally.cells()
+    return _attempts(rows).cells()
 
 
 def _slot(row: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -267,6 +282,12 @@ def refresh_round_cells(requests_a: Iterable[Mapping[str, Any]], rows_b: Iterabl
     """Run B's attempts that answer run A's refresh requests (the request's slot, the attempt number it
     asked for), by family and B's verdict; and per family the refresh requests of A that B did not
     answer (no cost of theirs is known)."""
+    tally, unanswered = _refresh_round(requests_a, rows_b)
+    return tally.cells(), unanswered
+
+
+def _refresh_round(requests_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[str, Any]]
+                   ) -> tuple[Tally, dict[str, int]]:
     asked: dict[tuple[str, str, str, int], str] = {}
     for request in requests_a:
         if request.get("kind") == KIND_REFRESH:
@@ -282,7 +303,80 @@ def refresh_round_cells(requests_a: Iterable[Mapping[str, Any]], rows_b: Iterabl
     for key, family in sorted(asked.items()):
         if key not in answered:
             unanswered[family] = unanswered.get(family, 0) + 1
-    return tally.cells(), unanswered
+    return tally, unanswered
+
+
+# --- compare: what two runs cost, summed over their sources ----------------------------------------
+
+# compare.json's ``cost`` is counted per source, beside the comparison of the source's slots (the rows are
+# read once), and summed: every figure is an integer (attempts and tokens; money is priced from the sums),
+# and every key names its source's slots (a refresh request is answered by an attempt of its own slot), so
+# the sums are the figures of the whole runs, in any order. As flat integer counts, keys below.
+_COUNT, _TOKENS, _UNANSWERED, _REFRESH_ROUND = "count", "tokens", "unanswered", "refresh_round"
+
+
+def _flat(part: str, tally: Tally, counts: dict[tuple, int]) -> None:
+    for (group, outcome), n in tally.counts.items():
+        counts[(part, _COUNT, group, outcome)] = n
+    for (group, outcome), cells in tally.tokens.items():
+        for key, sums in cells.items():
+            for name, n in zip(TOKEN_FIELDS, sums):
+                counts[(part, _TOKENS, group, outcome, *key, name)] = n
+
+
+def _tally_of(part: str, counts: Mapping[tuple, int]) -> Tally:
+    tally = Tally()
+    fields: dict[tuple, dict[ProducerKey, dict[str, int]]] = {}
+    for key, n in counts.items():
+        if key[0] != part:
+            continue
+        if key[1] == _COUNT:
+            tally.counts[key[2:4]] = n
+        else:
+            fields.setdefault(key[2:4], {}).setdefault(key[4:7], {})[key[7]] = n
+    for (group, outcome), producers in fields.items():
+        for producer, found in producers.items():
+            tally.add_tokens(group, outcome, producer, Tokens(**found))
+    return tally
+
+
+def comparison_counts(evaluations: Mapping[str, Sequence[Mapping[str, Any]]], requests_a: Iterable[Mapping[str, Any]]
+                      ) -> dict[tuple, int]:
+    """Some rows' part of compare.json's ``cost`` (one source's, or the whole runs'), as integer counts
+    to sum: ``evaluations`` per run (``a``, ``b``), and A's requests (its refresh requests are looked for
+    among B's attempts)."""
+    counts: dict[tuple, int] = {}
+    for run, rows in evaluations.items():
+        _flat(run, _attempts(rows), counts)
+    refresh, unanswered = _refresh_round(requests_a, evaluations.get("b", ()))
+    _flat(_REFRESH_ROUND, refresh, counts)
+    for family, n in unanswered.items():
+        counts[(_UNANSWERED, family)] = n
+    return counts
+
+
+def _attempts(rows: Iterable[Mapping[str, Any]]) -> Tally:
+    tally = Tally()
+    for row in rows:
+        tally.add(row["family"], row["verdict"], row.get("producer"), row.get("usage"))
+    return tally
+
+
+def comparison_cost(counts: Mapping[tuple, int], runs: Sequence[str], prices: PriceTable | None,
+                    prices_file: str | None) -> dict[str, Any]:
+    """compare.json's ``cost`` from the summed :func:`comparison_counts`: each run's attempts (per family and
+    verdict, B beside A) and the revision's refresh round (B's attempts answering A's refresh requests;
+    those B did not answer, per family)."""
+    tables = {run: cost_table("attempts", _tally_of(run, counts).cells(), prices) for run in runs}
+    refresh = cost_table("attempts", _tally_of(_REFRESH_ROUND, counts).cells(), prices)
+    unanswered = {key[1]: n for key, n in counts.items() if key[0] == _UNANSWERED}
+    return {
+        "prices": {"file": prices_file, "currency": prices.currency if prices is not None else None},
+        "attempts": {run: table_record(table) for run, table in tables.items()},
+        "refresh_round": {**table_record(refresh), "unanswered": dict(sorted(unanswered.items())),
+                          "unanswered_total": sum(unanswered.values())},
+        "unpriced": sorted(set(refresh.unpriced).union(*(t.unpriced for t in tables.values()))),
+    }
 
 
 def verdict_cells(manifest: Mapping[str, Any]) -> dict[str, dict[str, Cell]]:

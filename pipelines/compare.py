@@ -25,7 +25,7 @@ if __name__ == "__main__":  # `python -m pipelines.compare`: its first steps, th
     run_module("pipelines.compare")
 
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import apache_beam as beam
 import orjson
@@ -38,7 +38,8 @@ from analysis.slots import RowError
 from analysis.compare_folder import (COMPARE_HTML, COMPARE_JSON, PAGES_FOLDER, SLOTS_OUTPUT, comparison_document,
                                      comparison_manifest, compared_output, document_facts, listed_rows, page_name,
                                      rows_block, slot_row_order)
-from analysis.cost import unpriced_line
+from analysis.cost import comparison_cost, unpriced_line
+from domain.batch.prices import PriceTable
 from domain.errors import Refused
 from domain.run_integrity import MANIFEST_NAME, OutputFile, files_block, listed_files, relative_path
 from domain.schemas import SLOT_CHANGE_SCHEMA_AVRO
@@ -47,7 +48,6 @@ from pipelines.interruption import command_named
 from pipelines.options import PRICES_OPTION, JobOption, OptionsError, beam_options, parse_command, read_prices, wants_help
 from pipelines.outputs import iter_file_rows
 from pipelines.pages.compare import render_comparison, write_source_page
-from pipelines.run_cost import comparison_cost
 from pipelines.verify import NotVerified, require_verified
 from runners.workarounds import send_stage_inputs_in_pieces, send_stage_inputs_whole
 from transforms.compare import REFUSED_TALLY, CompareSources, ReadRuns
@@ -74,11 +74,18 @@ DESCRIPTION = ("Compare two run folders that verify (contract §6.3): slots/ (th
                "differ), compare.json, compare.html and manifest.json under --output. Any Beam option passes through.")
 
 
+class Prices(NamedTuple):
+    """The operator's prices (``--prices``): the table read and the file it was read from (None, None: none)."""
+
+    table: PriceTable | None
+    file: str | None
+
+
 # --- the job ----------------------------------------------------------------------------------------
 
 def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: Mapping[str, Mapping],
                    output: str, fmt: str, options: Mapping[str, Any], runner_name: str,
-                   cost: Mapping[str, Any] | None = None) -> None:
+                   prices: Prices = Prices(None, None)) -> None:
     blocks, read_counts = pipeline | "ReadRuns" >> ReadRuns(runs)
     sources = blocks | "CompareSources" >> CompareSources()
     changed = sources | "Changed" >> beam.Filter(lambda source: bool(source.rows))
@@ -105,6 +112,8 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         | "Examples" >> beam.combiners.ToDict()
     )
     counts = read_counts | "SumReadCounts" >> beam.CombineGlobally(SumCounts()).without_defaults()
+    cost = (sources | "CostCounts" >> beam.Map(lambda source: source.cost)
+            | "SumCostCounts" >> beam.CombineGlobally(SumCounts()))  # {} when neither run has a slot
     listed = {run: listed_rows(manifests[run]) for run in RUNS}
     families = sorted({family for run in RUNS for family in (manifests[run].get("outcomes") or {})})
     (
@@ -112,7 +121,8 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
         | "Tally" >> beam.Map(lambda source: source.tally)
         | "SumTallies" >> beam.CombineGlobally(SumCounts())  # {} when neither run has a slot
         | "Document" >> beam.FlatMap(document_of, families, described, listed, read=beam.pvalue.AsSingleton(counts),
-                                 examples=beam.pvalue.AsSingleton(examples), cost=cost)
+                                 examples=beam.pvalue.AsSingleton(examples), prices=prices,
+                                 cost_counts=beam.pvalue.AsSingleton(cost))
         | "WriteDocuments" >> beam.Map(write_documents, output, pages=beam.pvalue.AsSingleton(pages))
         # The commit record: after the documents and every slot file are in place.
         | "WriteManifest" >> beam.Map(write_manifest, output, options, runner_name,
@@ -121,15 +131,15 @@ def build_pipeline(pipeline: beam.Pipeline, runs: Mapping[str, str], manifests: 
 
 
 def document_of(tallies: dict, families: list[str], described: dict, listed: dict, read: dict,
-                examples: dict, cost: Mapping[str, Any] | None = None) -> Iterable[dict]:
-    """compare.json from the summed tallies, the reading step's counts and the first changed slots (and what
-    the runs cost, ``pipelines.run_cost.comparison_cost``); none when a block held a row of the wrong type
-    (then nothing is written after it: no manifest commits)."""
+                examples: dict, prices: Prices, cost_counts: Mapping[tuple, int]) -> Iterable[dict]:
+    """compare.json from the summed tallies, the reading step's counts, the first changed slots and what the
+    runs cost (``analysis.cost.comparison_cost`` of the summed counts); none when a block held a row of the
+    wrong type (then nothing is written after it: no manifest commits)."""
     if tallies.get(REFUSED_TALLY):
         return
     document = comparison_document(tallies, families=families, runs=described, rows=rows_block(listed, read),
                                    examples=examples)
-    yield document if cost is None else {**document, "cost": dict(cost)}
+    yield {**document, "cost": comparison_cost(cost_counts, RUNS, prices.table, prices.file)}
 
 
 def describe_run(folder: str, manifest: Mapping[str, Any]) -> dict:
@@ -220,12 +230,12 @@ def compare(argv: Sequence[str] | None = None) -> tuple[dict, str]:
                         remove_first=[MANIFEST_NAME], commit_record=MANIFEST_NAME) as folder:
         recorded = {"run_a": runs[RUN_A], "run_b": runs[RUN_B], "output": folder, "output_format": args.output_format,
                     "prices": args.prices}
-        # What the runs cost (contract §6.4): read here, beside the job, from both runs' rows.
-        cost = comparison_cost(runs, prices[0], args.prices)
         send_stage_inputs_whole()  # see runners/workarounds.py
         send_stage_inputs_in_pieces()
         with beam.Pipeline(options=options) as pipeline:
-            build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner, cost)
+            # What the runs cost (contract §6.4) is counted in the job, from the rows it compares.
+            build_pipeline(pipeline, runs, manifests, folder, args.output_format, recorded, standard.runner,
+                           Prices(prices[0], args.prices))
         if not FileSystems.exists(join_path(folder, MANIFEST_NAME)):  # a row of the wrong type: nothing committed
             problem = first_row_error(runs, manifests)
             remove_folder_contents(folder)  # claimed empty: all of it is this command's (slots/, documents)

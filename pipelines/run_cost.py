@@ -1,6 +1,7 @@
 """What a run cost, and what its open requests will (contract §6.4): the files read for ``analysis.cost``.
 
-For the report and compare. Plain file reading, no pipeline:
+For the report (compare counts its runs' cost in its own job, beside the comparison:
+``analysis.cost.comparison_counts``). Plain file reading, no pipeline:
 
 - the run's ``evaluations/`` rows, streamed (every attempt, with its producer and billed usage),
   twice more for the retries endpoint canonicalization saved (the second pass keeps only the
@@ -25,14 +26,14 @@ from typing import Any, Iterator, Mapping
 
 import orjson
 
-from analysis.cost import (VERDICT_ORDER, CostTable, attempt_cells, cost_table, refresh_round_cells,
-                           saved_retry_cells, table_line, table_record, verdict_cells)
+from analysis.cost import (VERDICT_ORDER, CostTable, attempt_cells, cost_table, saved_retry_cells, table_line,
+                           verdict_cells)
 from domain.batch.estimate import estimate_block, estimate_counts, estimate_summary
 from domain.batch.export import REGISTRY_ARTIFACTS, ExportConfig, export_source
 from domain.batch.prices import PriceTable
 from domain.batch.providers import PROVIDERS, RequestSettings
 from domain.families import FAMILIES
-from domain.revision import KIND_JUDGE, KIND_REFRESH
+from domain.revision import KIND_JUDGE
 from domain.run_integrity import listed_files
 from pipelines.outputs import input_paths, input_records, iter_file_rows, iter_rows
 from transforms.json_keys import key_of
@@ -209,37 +210,6 @@ def _candidate_lines(pattern: str | None, wanted: set[str]) -> dict[str, list[by
         if isinstance(record, dict) and record.get("candidate_id") in wanted and isinstance(record.get("source_id"), str):
             found[record["source_id"]].append(line)
     return found
-
-
-# --- compare ------------------------------------------------------------------------------------
-
-def comparison_cost(runs: Mapping[str, str], prices: PriceTable | None, prices_file: str | None) -> dict[str, Any]:
-    """compare.json's ``cost``: each run's attempts (per family and verdict, B beside A) and the revision's
-    refresh round (B's attempts answering A's refresh requests; those B did not answer, per family)."""
-    a, b = runs["a"], runs["b"]
-    # B's evaluations are read once: its attempts' table keeps, on the way, the rows that could answer one of
-    # A's refresh requests (the request's slot and attempt), which are all the refresh round reads of B.
-    asked = {(row["source_id"], row["chunk_id"], row["family"], int(row["attempt"]))
-             for row in iter_rows(join_path(a, "retry_requests")) if row.get("kind") == KIND_REFRESH}
-    answers: list[dict] = []
-
-    def rows_of(run: str, folder: str) -> Iterator[dict]:
-        for row in iter_rows(join_path(folder, "evaluations")):
-            if run == "b" and (row["source_id"], row["chunk_id"], row["family"], int(row["attempt"])) in asked:
-                answers.append(row)
-            yield row
-
-    tables = {run: cost_table("attempts", attempt_cells(rows_of(run, folder)), prices) for run, folder in runs.items()}
-    cells, unanswered = refresh_round_cells(iter_rows(join_path(a, "retry_requests")), answers)
-    refresh = cost_table("attempts", cells, prices)
-    return {
-        "prices": {"file": prices_file, "currency": prices.currency if prices is not None else None},
-        "attempts": {run: table_record(table) for run, table in tables.items()},
-        "refresh_round": {**table_record(refresh), "unanswered": dict(sorted(unanswered.items())),
-                          "unanswered_total": sum(unanswered.values())},
-        "unpriced": sorted(set(refresh.unpriced).union(*(t.unpriced for t in tables.values()))),
-    }
-
 
 
 # --- the lines the report (and the demo) print --------------------------------------------------

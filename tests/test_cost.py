@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.cost import (Cell, Tokens, attempt_cells, cost_table, refresh_round_cells, saved_retry_cells,
-                           table_record, verdict_cells)
+from analysis.compare import RUNS
+from analysis.cost import (Cell, Tokens, attempt_cells, comparison_cost, comparison_counts, cost_table,
+                           refresh_round_cells, saved_retry_cells, table_record, verdict_cells)
 from domain import counters
 from domain.batch.prices import ModelPrice, PriceTable, parse_prices
 from domain.manifest import build_manifest
@@ -25,7 +26,7 @@ from pipelines import report
 from pipelines.compare import cost_summary_lines
 from pipelines.pages.cost import comparison_cost_section
 from pipelines.options import OptionsError
-from pipelines.run_cost import Target, comparison_cost, cost_lines, run_cost
+from pipelines.run_cost import Target, cost_lines, run_cost
 from test_report import write_job
 from test_retry_economy import MAX_ATTEMPTS, PLAN, hand_run, transcript_record
 
@@ -326,10 +327,10 @@ def test_the_open_requests_are_estimated_by_export_batchs_code(billed_job):
     assert any("cost unknown" in line for line in cost_lines(cost) if line.startswith("open requests"))
 
 
-def test_compare_sets_bs_attempts_beside_as_and_prices_the_refresh_round(billed_run, billed_job, tmp_path):
-    job_b, prices = billed_job
-    job_a, _ = write_job(dataclasses.replace(billed_run, evaluations=billed_run.evaluations[:5]), tmp_path / "a")
-    cost = comparison_cost({"a": str(job_a), "b": str(job_b)}, prices_table(), str(prices))
+def test_compare_sets_bs_attempts_beside_as_and_prices_the_refresh_round(billed_run, billed_job):
+    _, prices = billed_job
+    counts = comparison_counts({"a": billed_run.evaluations[:5], "b": billed_run.evaluations}, billed_run.requests)
+    cost = comparison_cost(counts, RUNS, prices_table(), str(prices))
     a, b = cost["attempts"]["a"]["total"], cost["attempts"]["b"]["total"]
     assert (a["attempts"], b["attempts"]) == (5, len(PLAN)) and b["cost"] > a["cost"] > 0
     assert sum(g["total"]["attempts"] for g in cost["attempts"]["b"]["by_group"].values()) == b["attempts"]
@@ -339,3 +340,36 @@ def test_compare_sets_bs_attempts_beside_as_and_prices_the_refresh_round(billed_
     assert lines[0].startswith("cost of the attempts: A ") and "USD" in lines[0]
     html = comparison_cost_section(document)
     assert '<section id="cost">' in html and "elsewhere/model-z" in html
+
+
+def test_compares_cost_counted_per_source_and_summed_is_the_whole_runs_cost(billed_run):
+    """compare counts the cost beside each source's comparison and sums the counts (pipelines.compare): the
+    same block as each run's attempts tallied whole and B's answers to A's refresh requests looked up over
+    the whole runs, with sources whose refresh requests B answered, did not answer, or answered twice."""
+    usage = {"input_tokens": 500, "output_tokens": 50, "cached_input_tokens": None, "batch": True}
+    producer = {"provider": "openai-chat", "model": "gpt-x"}
+    refreshes = [{"kind": "refresh", "family": "spells", "source_id": source, "chunk_id": chunk, "attempt": 2}
+                 for source in ("S1", "S2") for chunk in ("r-1", "r-2")]
+    answers = [{"family": "spells", "source_id": source, "chunk_id": "r-1", "attempt": 2, "verdict": verdict,
+                "producer": producer, "usage": usage if verdict != "rejected" else None}
+               for source, verdict in (("S1", "accepted"), ("S2", "rejected"), ("S2", "accepted"))]
+    evaluations = {"a": billed_run.evaluations[:7], "b": [*billed_run.evaluations, *answers]}
+    requests_a = [*billed_run.requests, *refreshes]
+    sources = sorted({row["source_id"] for rows in (*evaluations.values(), requests_a) for row in rows})
+    assert len(sources) > 1
+    summed: dict = {}
+    for source in sources:
+        part = comparison_counts({run: [r for r in rows if r["source_id"] == source] for run, rows in evaluations.items()},
+                                 [r for r in requests_a if r["source_id"] == source])
+        for key, n in part.items():
+            summed[key] = summed.get(key, 0) + n
+    assert summed == comparison_counts(evaluations, requests_a)
+    prices = prices_table()
+    cost = comparison_cost(dict(sorted(summed.items(), reverse=True)), RUNS, prices, "prices.json")
+    cells, unanswered = refresh_round_cells(requests_a, evaluations["b"])
+    assert unanswered == {"spells": 2} and cost["refresh_round"]["total"]["attempts"] == 3
+    assert cost["attempts"] == {run: table_record(cost_table("attempts", attempt_cells(rows), prices))
+                                for run, rows in evaluations.items()}
+    assert {k: v for k, v in cost["refresh_round"].items() if not k.startswith("unanswered")} == table_record(
+        cost_table("attempts", cells, prices))
+    assert cost["refresh_round"]["unanswered"] == unanswered and cost["refresh_round"]["unanswered_total"] == 2

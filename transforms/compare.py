@@ -12,7 +12,9 @@ from typing import Mapping
 import apache_beam as beam
 import orjson
 
-from analysis.compare import COMPARED_OUTPUTS, OUTPUT_ARTIFACTS, READ_FIELDS, RUNS, compare_source, facts_by_slot, sum_tallies
+from analysis.compare import (COMPARED_OUTPUTS, OUTPUT_ARTIFACTS, OUTPUT_EVALUATIONS, OUTPUT_REQUESTS, READ_FIELDS,
+                              RUN_A, RUNS, compare_source, facts_of)
+from analysis.cost import comparison_counts
 from analysis.compare_folder import input_name
 from analysis.slots import RowError
 from transforms.files import literal_pattern
@@ -36,13 +38,14 @@ def run_pattern(folder: str, output: str) -> str:
 
 @dataclass(frozen=True)
 class SourceComparison:
-    """One source's part of the comparison: its changed slots' rows (in slot order) and its share of every
+    """One source's part of the comparison: its changed slots' rows (in slot order), its share of every
     count of compare.json (with ``REFUSED_TALLY``: blocks holding a row of the wrong type, which keep the
-    comparison from being committed)."""
+    comparison from being committed) and of its ``cost`` (``analysis.cost.comparison_counts``)."""
 
     source_id: str
     rows: tuple[dict, ...]
     tally: Mapping[tuple, int]
+    cost: Mapping[tuple, int]
 
 
 def compare_source_blocks(element) -> SourceComparison:
@@ -53,20 +56,30 @@ def compare_source_blocks(element) -> SourceComparison:
     time, and its peak memory grew with the runs)."""
     source_id, named_blocks = element
     parts, refused = [], 0
+    evaluations: dict[str, list] = {run: [] for run in RUNS}
+    requests_a: list = []
     for name, block in named_blocks:
         run, output = name.split(".", 1)
-        rows = (orjson.loads(line) for line in decode_block(block))
+        rows = list(map(orjson.loads, decode_block(block)))
         try:
-            parts.append((run, facts_by_slot(output, rows)))
+            parts.append((run, output, facts_of(output, rows)))
         except RowError:
             # Possible in a run that verifies (a JSON Lines file edited and listed anew): nothing of the block
             # is compared and the comparison is not committed; the command names the file and the row.
             refused += 1
+            continue
+        if output == OUTPUT_EVALUATIONS:  # what the runs cost, from the same rows (read once)
+            evaluations[run] += rows
+        elif output == OUTPUT_REQUESTS and run == RUN_A:
+            requests_a += rows
     comparisons = compare_source(parts)
-    tally = sum_tallies(comparison.tally() for comparison in comparisons)
+    tally: dict[tuple, int] = {}
+    for comparison in comparisons:
+        comparison.tally_into(tally)
     if refused:
         tally[REFUSED_TALLY] = refused
-    return SourceComparison(source_id, tuple(row for c in comparisons if (row := c.row()) is not None), tally)
+    return SourceComparison(source_id, tuple(row for c in comparisons if (row := c.row()) is not None), tally,
+                            comparison_counts(evaluations, requests_a))
 
 
 class ReadRuns(beam.PTransform):

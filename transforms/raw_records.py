@@ -66,8 +66,9 @@ def project(value, shape):
     type, so they can neither fail nor reach the record."""
     if shape is None:
         return value
-    if isinstance(value, dict):
-        return {key: project(item, shape[key]) for key, item in value.items() if key in shape}
+    if isinstance(value, dict):  # a field kept whole is not passed through project (most of them: a call each)
+        return {key: item if (inner := shape[key]) is None else project(item, inner)
+                for key, item in value.items() if key in shape}
     if isinstance(value, list):
         return [project(item, shape) for item in value]
     return value
