@@ -34,6 +34,7 @@ pure: new values, inputs never mutated.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
 from domain.frozen import quick_init
@@ -218,8 +219,7 @@ def _canonical(refs: list[SourceRef], ordered: bool = True) -> tuple[tuple[Sourc
     return tuple(ref for _, ref in sorted(kept.values(), key=_key)), backwards
 
 
-def _key(item: tuple) -> tuple:
-    return item[0]
+_key = itemgetter(0)  # no Python call per ref
 
 
 def evidence_is_canonical(index: DocumentIndex, refs: Sequence[SourceRef]) -> bool:

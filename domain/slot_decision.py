@@ -91,7 +91,10 @@ class SlotDecision:
     def survives(self) -> bool:
         """An accepted slot one of whose passing attempts passes without endpoint ordering: no
         retry was saved by it (contract §5 step 3)."""
-        return any(verdict in PASSING_VERDICTS and not reordered for _, verdict, _, reordered in self.verdicts)
+        for _, verdict, _, reordered in self.verdicts:  # a loop, not any(generator): one per accepted slot
+            if not reordered and verdict in PASSING_VERDICTS:
+                return True
+        return False
 
 
 def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], ctx: EvaluationContext | None, *,
