@@ -14,6 +14,7 @@ import dataclasses
 from typing import TypeVar
 
 import msgspec
+import msgspec.structs
 
 T = TypeVar("T")
 
@@ -63,3 +64,11 @@ class Value(msgspec.Struct, frozen=True, gc=False):
     descriptor call). Equality, hashing and the repr are over every field, as a frozen dataclass's;
     assignment raises. ``gc=False``: a value holds no cycle (its fields are values, tuples, rows).
     """
+
+
+def replaced(value: T, **changes) -> T:
+    """A copy of a frozen value with ``changes``: a :class:`Value` (the families' records) or a dataclass
+    (a family declared elsewhere may keep dataclass records)."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **changes)
+    return dataclasses.replace(value, **changes)  # type: ignore[type-var]
