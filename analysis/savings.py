@@ -21,6 +21,7 @@ from domain.families import FAMILIES
 from domain.families.base import ROLE_RECONCILIATION, ROLE_REGISTRY, Adapted, EvaluationContext, FamilySpec
 from domain.families.common import order_records
 from domain.families.response_structs import with_items
+from domain.frozen import replaced
 from domain.rows import PASSING_VERDICTS, VERDICT_ACCEPTED
 from domain.source import Transcript
 
@@ -45,7 +46,7 @@ class _AdapterWithoutOrdering:
             single = with_items(response, field_name, (item,))
             (record,) = self.spec.adapt(single, transcript).records
             evidence = evidence_as_written(transcript.index, transcript.source_id, item.evidence)
-            records.append(dataclasses.replace(record, evidence=evidence))
+            records.append(replaced(record, evidence=evidence))
         return order_records(transcript.index, records)
 
 

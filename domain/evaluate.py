@@ -10,7 +10,6 @@ collecting every issue in one pass.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Sequence, get_args
 
@@ -21,13 +20,11 @@ from domain.evidence import earliest_start, evidence_is_canonical
 from domain.families.base import Adapted, EvaluationContext, FamilySpec, StrictModel
 from domain.families.common import StructuralContext, invalid_json_issue, structural_issues
 from domain.families.response_structs import fast_response_decoder
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Issue
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class CandidateResult:
+class CandidateResult(Value):
     passed: bool
     issues: tuple[Issue, ...]
     adapted: Adapted | None

@@ -33,21 +33,20 @@ pure: new values, inputs never mutated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.source import Chunk, DocumentIndex, chunk_contains_positions
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class SourceRef:
+class SourceRef(Value):
     """A cited range ``(source_id, start_unit_id, end_unit_id)``, and once resolved, its positions.
 
     Unit ids are kept as the model gave them (``Any``): an unresolvable value
     must survive untouched so a validator can reject it. Equality, hashing and
     the repr are the three fields alone: a resolved ref equals the plain one.
+    (A :class:`~domain.frozen.Value`, built in C: one or more per cited range.)
     """
 
     source_id: str | None
@@ -55,9 +54,22 @@ class SourceRef:
     end_unit_id: Any
     # The resolution (resolve_range): document positions of start and end as given, and the
     # index they were read from. None: not resolved by anyone (yet), or not resolvable.
-    first: int | None = field(default=None, compare=False, repr=False)
-    last: int | None = field(default=None, compare=False, repr=False)
-    index: DocumentIndex | None = field(default=None, compare=False, repr=False)
+    first: int | None = None
+    last: int | None = None
+    index: DocumentIndex | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.source_id, self.start_unit_id, self.end_unit_id)
+                == (other.source_id, other.start_unit_id, other.end_unit_id))  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.source_id, self.start_unit_id, self.end_unit_id))
+
+    def __repr__(self) -> str:
+        return (f"SourceRef(source_id={self.source_id!r}, start_unit_id={self.start_unit_id!r}, "
+                f"end_unit_id={self.end_unit_id!r})")
 
     def as_record(self) -> dict[str, Any]:
         return {"source_id": self.source_id, "start_unit_id": self.start_unit_id, "end_unit_id": self.end_unit_id}
@@ -218,8 +230,7 @@ def _canonical(refs: list[SourceRef], ordered: bool = True) -> tuple[tuple[Sourc
     return tuple(ref for _, ref in sorted(kept.values(), key=_key)), backwards
 
 
-def _key(item: tuple) -> tuple:
-    return item[0]
+_key = itemgetter(0)  # no Python call per ref
 
 
 def evidence_is_canonical(index: DocumentIndex, refs: Sequence[SourceRef]) -> bool:

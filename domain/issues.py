@@ -17,10 +17,9 @@ issues and characters. Families own the meaning and the prose.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 from typing import Any, Container, Iterable, Sequence
 
-from domain.frozen import quick_init
+from domain.frozen import Value
 
 # One shared bound for every family (it is part of each validator policy fingerprint).
 MAX_ISSUES = 50
@@ -39,9 +38,7 @@ GUIDANCE_OPENING = (
 GUIDANCE_CLOSING = "Return only the corrected JSON response."
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Correction:
+class Correction(Value):  # a domain.frozen.Value, made in C (one or more per failing candidate)
     """What the model needs to repair one defect, in its own terms.
 
     ``subject`` names the record the way the model would recognise it (already
@@ -56,9 +53,7 @@ class Correction:
     fix: str
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Issue:
+class Issue(Value):  # a domain.frozen.Value, made in C (one or more per failing candidate)
     validator: str
     reason_code: str
     location: str

@@ -241,8 +241,8 @@ class _SourceRun:
         verdicts: Mapping[str, tuple[VerdictRecord, ...]] = {},
     ) -> None:
         self.transcript = transcript
-        # contract §4.3: the run's judges per family (only families that declare some), and the verdicts.
-        self.judges = judges_by_family(config.judges)
+        # contract §4.3: the run's judges per family (only families with one of them), and the verdicts.
+        self.judges = {key: judges for key, judges in judges_by_family(config.judges).items() if judges}
         self.verdicts = verdicts
         self.max_judge_attempts = config.max_judge_attempts
         # Per registry kind: folded names from the prior-registry input; they join this run's registry.
@@ -271,7 +271,7 @@ class _SourceRun:
         artifact of the accepted attempt (its registry remembered), the request, the counts."""
         decision = decide_slot(spec, chunk_id, attempts, self._context(spec, chunk_id),
                                max_attempts=self.max_attempts, refresh_stale=self.refresh_stale,
-                               judging=self._judging(spec, chunk_id, attempts))
+                               judging=self._judging(spec, chunk_id, attempts) if spec.key in self.judges else None)
         counts = self.counts
         for key, n in decision.counts:
             counts[key] += n
@@ -321,8 +321,8 @@ class _SourceRun:
                 if view is None:
                     return None
                 self.registry_views[kind] = view
-            return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id), view)
-        return EvaluationContext(self.transcript, self.transcript.chunk(chunk_id))
+            return EvaluationContext(self.transcript, self.transcript.chunks.get(chunk_id), view)
+        return EvaluationContext(self.transcript, self.transcript.chunks.get(chunk_id))  # Transcript.chunk, one call less
 
     def _registry_view(self, kind: str) -> RegistryView | None:
         """The names an occurrence of ``kind`` may use; None when no registry of it exists yet."""

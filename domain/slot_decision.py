@@ -19,7 +19,6 @@ rows and counts, and remembers accepted registries for the slots after it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Sequence
 
@@ -36,7 +35,7 @@ from domain.counters import (
 from domain.evaluate import CandidateResult, evaluate_response, is_invariant_issue
 from domain.families.base import ROLE_RECONCILIATION, Adapted, EvaluationContext, FamilySpec
 from domain.families.reconciliation import entry_list_changed_issue, entry_list_fingerprint, made_for_other_lists
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.intake import Candidate
 from domain.issues import Correction, Issue, render_guidance
 from domain.revision import MAX_ATTEMPT_NUMBER, choose_accepted, current_flags, next_attempt, refresh_due
@@ -67,9 +66,7 @@ FALLBACK_ISSUE = Issue("fallback", "resubmit", "", "", Correction(
     "Produce it again from the excerpt, following the response shape and citing evidence inside the excerpt."))
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class SlotDecision:
+class SlotDecision(Value):
     """What one slot comes to. ``verdicts`` holds one entry per attempt, in attempt order (one
     evaluation row each; the orchestration counts them); ``accepted`` is the index of the accepted
     one among them (-1 when none) and ``adapted`` its typed records; ``request`` the retry or
@@ -91,7 +88,10 @@ class SlotDecision:
     def survives(self) -> bool:
         """An accepted slot one of whose passing attempts passes without endpoint ordering: no
         retry was saved by it (contract §5 step 3)."""
-        return any(verdict in PASSING_VERDICTS and not reordered for _, verdict, _, reordered in self.verdicts)
+        for _, verdict, _, reordered in self.verdicts:  # a loop, not any(generator): one per accepted slot
+            if not reordered and verdict in PASSING_VERDICTS:
+                return True
+        return False
 
 
 def decide_slot(spec: FamilySpec, chunk_id: str, attempts: Sequence[Candidate], ctx: EvaluationContext | None, *,

@@ -245,16 +245,17 @@ def _well_formed_units(raw_units: list) -> UnitColumns | None:
     # (A unit that is not an object failed the indexing above.)
     if not _all_exactly(int, unit_ids) or not _all_exactly(str, speakers) or not _all_exactly(str, texts):
         return None
-    positions = _unit_positions(unit_ids)
+    if min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID:
+        return None
+    positions = _distinct_positions(unit_ids, tuple(range(len(unit_ids))))
     return None if positions is None else (unit_ids, speakers, texts, positions)
 
 
-def _unit_positions(unit_ids: tuple[int, ...]) -> dict[int, int] | None:
-    """unit id -> document position when the ids (ints, at least one) are positive, in
-    range and distinct; None otherwise."""
-    if min(unit_ids) <= 0 or max(unit_ids) > MAX_UNIT_ID:
-        return None
-    positions = dict(zip(unit_ids, range(len(unit_ids))))
+def _distinct_positions(unit_ids: tuple[int, ...], document_positions: tuple[int, ...]) -> dict[int, int] | None:
+    """unit id -> document position (``document_positions``: every position, in order) when the
+    ids (ints in range, at least one) are distinct; None otherwise. Zipped with the positions'
+    own tuple, the dict and the chunks share its ints instead of making a second set."""
+    positions = dict(zip(unit_ids, document_positions))
     if len(positions) != len(unit_ids):  # a duplicate id
         return None
     return positions
@@ -416,13 +417,15 @@ def _well_formed_transcript(raw: bytes) -> Transcript | None:
     source_id, units = record.source_id, record.units
     if not units or not source_id.strip():
         return None
-    # The ids are in range (checked as they were decoded); a repeated id sends the line back.
+    # The ids are in range (``_UnitId``, checked as they were decoded, so not again here); a
+    # repeated id sends the line back. (map with attrgetter: no Python step per unit, which
+    # tests/test_hostile_input.py counts; a list comprehension costs fewer instructions, one step per unit.)
     unit_ids = tuple(map(_unit_id, units))
-    positions = _unit_positions(unit_ids)
+    document_positions = tuple(range(len(unit_ids)))
+    positions = _distinct_positions(unit_ids, document_positions)
     if positions is None:
         return None
     index = DocumentIndex(source_id, positions, unit_ids)
-    document_positions = tuple(range(len(unit_ids)))
     chunks: dict[str, Chunk] = {}
     for raw_chunk in record.chunks:
         chunk = _well_formed_chunk(raw_chunk.chunk_id, raw_chunk.kind, raw_chunk.unit_ids,

@@ -17,6 +17,7 @@ from domain.evidence import SourceRef
 from domain.families import FAMILIES
 from domain.families.base import Adapted, EvaluationContext
 from domain.families.spells import SpellRecord
+from domain.frozen import replaced
 from domain.manifest import build_manifest
 from domain.reprocess import RunConfig, process_source
 from domain.source import transcript_from_record
@@ -138,7 +139,7 @@ def broken_spells(monkeypatch, break_adapted):
 
 
 def unsort_evidence(adapted: Adapted) -> Adapted:
-    return Adapted(tuple(dataclasses.replace(r, evidence=tuple(reversed(r.evidence))) for r in adapted.records),
+    return Adapted(tuple(replaced(r, evidence=tuple(reversed(r.evidence))) for r in adapted.records),
                    adapted.earliest_evidence_unit_id)
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from domain import issues as shared_issues
 from domain.evidence import SourceRef
-from domain.frozen import quick_init
+from domain.frozen import Value, quick_init
 from domain.issues import Issue
 from domain.judges import JudgeSpec
 from domain.source import Chunk, Transcript
@@ -97,9 +97,7 @@ class ListedEntry:
     evidence: tuple[SourceRef, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class EvaluationContext:
+class EvaluationContext(Value):
     transcript: Transcript
     chunk: Chunk | None
     # Accepted registry for the family's membership kind, when the family needs one.
@@ -109,9 +107,7 @@ class EvaluationContext:
     registry_entries: tuple[ListedEntry, ...] | None = None
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Adapted:
+class Adapted(Value):
     """A typed candidate after canonicalization: records in earliest-evidence order."""
 
     records: tuple[Any, ...]

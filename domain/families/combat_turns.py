@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, Mapping, get_args
 
 from domain.evidence import SourceRef
@@ -10,7 +9,7 @@ from domain.families.base import (Adapted, EvaluationContext, EvidenceList, Fami
                                   ROLE_EXTRACTION, StrictModel)
 from domain.families.common import (EvidenceAdapter, RecordIssues, durable_text, durable_value, raw_text,
                                     source_reference_issues)
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Issue, quote_name, render_number
 from domain.judges import JudgeSpec
 from domain.source import Transcript
@@ -41,9 +40,7 @@ class CombatTurnsResponse(StrictModel):
     turns: tuple[TurnItem, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
+class TurnRecord(Value):  # built per record: a domain.frozen.Value, made in C
     round: int
     actor_name: str
     turn_kind: str

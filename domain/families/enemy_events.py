@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, Mapping, get_args
 
 from domain.evidence import SourceRef
 from domain.families.base import (Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, ROLE_EXTRACTION,
                                   StrictModel, fold_name)
 from domain.families.common import EvidenceAdapter, RecordIssues, durable_text, raw_text, source_reference_issues
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Correction, Issue, IssueCollector, quote_name, render_ranges
 from domain.source import Transcript
 
@@ -34,9 +33,7 @@ class EnemyEventsResponse(StrictModel):
     events: tuple[EventItem, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class EventRecord:
+class EventRecord(Value):  # built per record: a domain.frozen.Value, made in C
     enemy_name: str
     kind: str
     evidence: tuple[SourceRef, ...]

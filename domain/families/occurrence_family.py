@@ -29,16 +29,14 @@ from domain.families.base import (
 )
 from domain.families.common import (EvidenceAdapter, RecordIssues, check_membership, durable_text, raw_text,
                                     source_reference_issues)
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Issue, quote_name
 from domain.source import Transcript
 
 LIST_FIELD = "occurrences"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class OccurrenceRecord:
+class OccurrenceRecord(Value):  # built per record: a domain.frozen.Value, made in C
     name: str
     kind: str
     # Only families whose response has ``holder_name`` (items) set it; None otherwise.

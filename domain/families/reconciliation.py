@@ -40,7 +40,7 @@ from domain.families.base import (
     fold_name,
 )
 from domain.families.common import cited, durable_text, order_records, raw_text
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Correction, Issue, IssueCollector, quote_name
 from domain.evidence_contract import DURABLE_EVIDENCE
 from domain.source import Transcript
@@ -72,9 +72,7 @@ class ReconciliationResponse(StrictModel):
     entities: tuple[ReconciledEntity, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ReconciledRecord:
+class ReconciledRecord(Value):  # built per record: a domain.frozen.Value, made in C
     name: str
     aliases: tuple[str, ...]
     description: str

@@ -32,7 +32,7 @@ from domain.families.common import (
     raw_text,
     source_reference_issues,
 )
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Issue, quote_name
 from domain.source import Transcript
 
@@ -46,9 +46,7 @@ class RegistryEntry(StrictModel):
     evidence: EvidenceList
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class RegistryRecord:
+class RegistryRecord(Value):  # built per record: a domain.frozen.Value, made in C
     name: str
     aliases: tuple[str, ...]
     description: str

@@ -10,13 +10,12 @@ containment helper does not apply.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any, Literal, Mapping, get_args
 
 from domain.assets import llm_schema_path, load_json_asset
 from domain.families.base import Adapted, EvaluationContext, FamilyDocs, FamilySpec, JsonInt, ROLE_SCENE, StrictModel
 from domain.families.common import RecordIssues, durable_text, raw_text
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Correction, Issue, IssueCollector, is_are, quote_name, render_range, render_units
 from domain.source import Transcript, chunk_contains_positions
 
@@ -40,9 +39,7 @@ class SceneDescriptionsResponse(StrictModel):
     scenes: tuple[SceneItem, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class SceneRecord:
+class SceneRecord(Value):  # built per record: a domain.frozen.Value, made in C
     source_id: str
     kind: str
     title: str

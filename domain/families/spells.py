@@ -12,7 +12,7 @@ from domain.evidence import SourceRef
 from domain.families.base import (Adapted, EvaluationContext, EvidenceList, FamilyDocs, FamilySpec, JsonInt,
                                   ROLE_EXTRACTION, StrictModel, fold_name)
 from domain.families.common import EvidenceAdapter, RecordIssues, durable_text, raw_text, source_reference_issues
-from domain.frozen import quick_init
+from domain.frozen import Value
 from domain.issues import Issue, quote_name, render_number
 from domain.source import Transcript
 
@@ -38,9 +38,7 @@ class SpellsResponse(StrictModel):
     spells: tuple[SpellItem, ...]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class SpellRecord:
+class SpellRecord(Value):  # built per record: a domain.frozen.Value, made in C
     spell_name: str
     caster_name: str
     level: JsonInt | None
