@@ -33,6 +33,9 @@ def send_stage_inputs_whole() -> None:
 
 # Most bytes of one piece of a grouped stage input (whole elements; one element may be larger).
 STAGE_INPUT_PIECE_BYTES = 8 << 20
+# Beam's own methods that send_stage_inputs_in_pieces replaces for the process (tests put them back).
+BEAMS_GROUPING_PARTITION = execution.GroupingBuffer.partition
+BEAMS_SEND_INPUT = fn_runner.BundleManager._send_input_to_worker
 
 
 def send_stage_inputs_in_pieces() -> None:
@@ -50,7 +53,7 @@ def send_stage_inputs_in_pieces() -> None:
     thread's flush) cannot come back. Remove once Beam streams a stage's input itself."""
     if getattr(execution.GroupingBuffer.partition, "in_pieces", False):
         return
-    beams_partition = execution.GroupingBuffer.partition
+    beams_partition = BEAMS_GROUPING_PARTITION
 
     def partition(self, n: int) -> list[list[bytes]]:
         if self._grouped_output or not self._windowing.is_default():
