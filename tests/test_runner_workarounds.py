@@ -228,3 +228,19 @@ def test_a_grouping_sent_in_pieces_is_let_go_as_it_is_sent_and_cannot_be_read_ag
     assert b"".join(m.data for m in messages) == beams  # Beam's bytes, in order
     with pytest.raises(RuntimeError, match="cannot be read again"):
         buffer.partition(1)
+
+
+def test_a_grouping_made_into_pieces_hands_the_tables_memory_back(monkeypatch):
+    from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
+
+    from runners import workarounds
+
+    monkeypatch.setattr(execution.GroupingBuffer, "partition", workarounds.BEAMS_GROUPING_PARTITION)
+    monkeypatch.setattr(fn_runner.BundleManager, "_send_input_to_worker", workarounds.BEAMS_SEND_INPUT)
+    trimmed = []
+    monkeypatch.setattr(workarounds, "_return_freed_memory", lambda: trimmed.append(1))
+    workarounds.send_stage_inputs_in_pieces()
+    buffer = grouping_buffer(50, 4)
+    buffer.partition(2)
+    buffer.partition(2)
+    assert trimmed == [1]  # once the table is gone, not at every read of the pieces
