@@ -50,7 +50,7 @@ from pipelines.interruption import command_named
 from runners import errors as runner_errors
 from runners.flink_jobs import no_job_left_running
 from runners.warm_workers import runner_with_warm_workers
-from runners.workarounds import send_stage_inputs_whole
+from runners.workarounds import release_stage_data_as_read, send_stage_inputs_in_pieces, send_stage_inputs_whole
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, summed_counts
 from transforms.progress import ProgressSpec, ensure_handler
 from transforms.read import KeyedInput, ReadKeyedInputs, reading_progress
@@ -242,6 +242,8 @@ def run(argv: Sequence[str] | None = None) -> dict:
         opts.output = folder  # the real folder, links resolved
         ensure_handler()  # progress lines (stderr) from in-process workers
         send_stage_inputs_whole()  # two DirectRunner workers lost records without it (runners.workarounds)
+        send_stage_inputs_in_pieces()  # the per-source step's input held once, not four times (runners.workarounds)
+        release_stage_data_as_read()  # in process, the read step's output held once, not twice
         runner, zygote = runner_with_warm_workers(options, WORKER_PRELOAD)  # multi-processing workers, started warm
         try:
             # A Flink job the command can no longer watch is cancelled before the folder is cleaned up.

@@ -112,6 +112,50 @@ def test_an_avro_line_held_costs_its_length_not_the_encoders_buffer():
     assert held < length + 100 * len(lines) + 8192, (held, length)
 
 
+def _memory_held(make):
+    """(what ``make()`` returned, the bytes of Python memory it still holds once returned)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        made = make()
+        return made, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_parquet_line_held_costs_its_length_not_the_encoders_buffer(tmp_path):
+    # As Avro's: a Parquet file's rows, read as JSON lines, wait in its blocks.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.io import fileio
+    from apache_beam.io.filesystem import FileMetadata
+
+    from transforms.read import _parquet_lines
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist([{"source_id": f"s{n}", "text": "x" * (n % 3000)} for n in range(400)]),
+                   path)
+    readable = fileio.ReadableFile(FileMetadata(str(path), path.stat().st_size))
+    spec = KeyedInput(str(path), "rows", "source_id", 1 << 20)
+    lines, held = _memory_held(lambda: list(_parquet_lines(spec, readable)))
+    assert lines[7] == b'{"source_id":"s7","text":"xxxxxxx"}'
+    length = sum(map(len, lines))
+    assert held < length + 100 * len(lines) + 8192, (held, length)
+
+
+def test_an_avro_dead_letters_payload_held_costs_its_length():
+    # Dead letters wait in blocks of DEAD_BLOCK_ROWS rows, each with its record's payload.
+    from transforms.raw_records import avro_payload
+
+    records = [{"source_id": f"s{n}", "text": b"\xff" * (n % 3000)} for n in range(400)]
+    payloads, held = _memory_held(lambda: [avro_payload(record) for record in records])
+    assert payloads[1] == b'{"source_id":"s1","text":{"base64":"/w=="}}'
+    length = sum(map(len, payloads))
+    assert held < length + 100 * len(payloads) + 8192, (held, length)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=300), max_size=40))
 def test_a_block_gives_back_exactly_its_records(records):

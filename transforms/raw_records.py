@@ -105,7 +105,7 @@ def avro_payload(record: dict) -> bytes:
         return str(value)
 
     try:
-        return orjson.dumps(record, default=default)
+        return exact(orjson.dumps(record, default=default))  # waits in a block of dead letters
     except TypeError:  # nested deeper than JSON encoding allows
         return b""
 

@@ -44,8 +44,8 @@ from transforms.compression import decompressed
 from transforms.files import absolute_pattern, matching_metadata
 from transforms.process import BLOCKS, rider
 from transforms.progress import ProgressSpec
-from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, iter_lines, key_record,
-                                    project)
+from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, exact, iter_lines,
+                                    key_record, project)
 
 KEYED = "keyed"
 DEAD = "dead"
@@ -274,13 +274,13 @@ def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict
 
 def _parquet_lines(spec: KeyedInput, readable: fileio.ReadableFile):
     """Rows of a Parquet file (e.g. a Parquet run's retry requests or registries) as JSON lines,
-    projected like Avro records."""
+    projected like Avro records, each in an allocation of its own length (``exact``: they wait in blocks)."""
     import pyarrow.parquet as pq
 
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as stream:
         for batch in pq.ParquetFile(stream).iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for row in batch.to_pylist():
-                yield orjson.dumps(project(row, spec.fields))
+                yield exact(orjson.dumps(project(row, spec.fields)))
 
 
 @dataclass
