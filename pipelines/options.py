@@ -23,7 +23,7 @@ from domain.families import FAMILIES
 from domain.revision import MAX_ATTEMPT_NUMBER
 from runners.job_service import (DEFAULT_WAIT_S, JOB_SERVER_RUNNERS, JobServiceUnreachable, external_job_endpoint,
                                  wait_for_job_service)
-from transforms.files import OUTPUT_FORMATS, is_local, literal_pattern, matching_files
+from transforms.files import OUTPUT_FORMATS, dangling_links, is_local, literal_pattern, matching_files
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # The largest integer any output (Avro long, the manifest's JSON through orjson) can hold.
@@ -138,7 +138,12 @@ def parse_choices(value: str | None, known, flag: str, noun: str) -> frozenset[s
 
 def required_files(flag: str, pattern: str) -> list[str]:
     """The files an input pattern matches; none stops the command (a mistyped pattern would read nothing),
-    and so does a pattern naming a folder (it would be read as one unreadable file)."""
+    and so do a pattern naming a folder (it would be read as one unreadable file) and a link it matches to a
+    file that is not there (Beam's match would leave it out: an input lost without a word)."""
+    dangling = dangling_links(pattern)
+    if dangling:
+        raise OptionsError(f"{flag} {pattern!r} matches {len(dangling)} link(s) to a file that does not exist, "
+                           f"such as {dangling[0]}: restore or remove them")
     found = matching_files(pattern)
     if not found:
         raise OptionsError(f"{flag} {pattern!r} matches no files")

@@ -26,6 +26,7 @@ from domain.errors import NotariusError
 from fixture_archive import write_archive
 from pipelines import reprocess, verify
 from pipelines.guards import claimed_output
+from transforms.files import dangling_links, matching_files
 from pipelines.folders import LOCK_NAME, FolderLock, FolderLockedError, remove_folder_contents
 from transforms.files import resolved_pattern
 
@@ -530,6 +531,22 @@ def test_prior_registries_given_must_name_files(archive, tmp_path, pattern, mess
     with pytest.raises(NotariusError, match=f"--prior-registries .*{message}"):
         reprocess.run(job_argv(archive, tmp_path / "out", "--prior-registries",
                                pattern.format(archive=tmp_path / "archive", tmp=tmp_path)))
+
+
+@pytest.mark.parametrize("link_name", ["candidates-9.jsonl", "deeper/candidates-9.jsonl"])
+def test_a_link_to_a_missing_file_stops_the_job_by_name(archive, tmp_path, link_name):
+    """Beam's match leaves a dangling link out: the run would read the other files and exit 0 with an input
+    lost. The job names the link before anything is written; without the link the same pattern runs."""
+    link = tmp_path / "archive" / link_name
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(tmp_path / "moved-away.jsonl")
+    pattern = str(tmp_path / "archive" / "**candidates-*")
+    with pytest.raises(NotariusError, match=f"--candidates .*1 link.*{link.name}"):
+        reprocess.run(job_argv({**archive, "candidates": pattern}, tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    assert dangling_links(pattern) == [str(link)]
+    link.unlink()
+    assert dangling_links(pattern) == [] and matching_files(pattern)
 
 
 def test_a_deletion_refused_past_the_check_puts_what_remains_back(tmp_path, monkeypatch):

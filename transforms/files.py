@@ -226,6 +226,29 @@ def matching_metadata(pattern: str) -> list[FileMetadata]:
     return [metadata for metadata in listed if regex.match(metadata.path)]
 
 
+def dangling_links(pattern: str) -> list[str]:
+    """The symbolic links a local pattern matches whose target does not exist, as full paths. Beam's match
+    leaves them out, so a link to a file not there (a moved archive, an unmounted disk) would be read as no
+    input at all rather than as a missing one; remote patterns have no links ([])."""
+    pattern = absolute_pattern(pattern)
+    if not is_local(pattern):
+        return []
+    if pattern.endswith("/"):
+        pattern += "*"
+    cuts = [pattern.find(ch) for ch in "*?[" if ch in pattern]
+    if not cuts:
+        return [pattern] if os.path.islink(pattern) and not os.path.exists(pattern) else []
+    regex = pattern_regex(pattern)
+    top = os.path.dirname(pattern[:min(cuts)] + "x")
+    found = []
+    for folder, _, names in os.walk(top):
+        for name in names:
+            path = os.path.join(folder, name)
+            if regex.match(path) and os.path.islink(path) and not os.path.exists(path):
+                found.append(path)
+    return sorted(found)
+
+
 def matching_files(pattern: str) -> list[str]:
     """The files a pattern matches (Beam's syntax), as full paths; a local pattern is read from the
     working directory."""
