@@ -162,16 +162,22 @@ class ReprocessJob(beam.PTransform):
             functools.partial(process_source_groups, s.config), OUTPUT_LABELS,
             progress=ProgressSpec("sources", (INPUT_CANDIDATES,), s.progress_seconds))
         written = processed[BLOCKS] | "WriteOutputs" >> WriteOutputs(s.output_specs(), s.output)
-        # The manifest step runs once, on one seed element, with the counts (one dict per bundle of the
-        # per-source step) and the written files as lists: both are small, and a combine or a Map per
-        # list would cost the graph five or six more transforms each. The files' list is there only
-        # once the writer's finalize has put every file in place.
+        # The manifest step runs once, on one seed element, with the counts (one dict per source and rider)
+        # and the written files in ONE list side input, each element labelled: both are small, and a combine
+        # or a Map per list would cost the graph five or six more transforms each. One side input, not two:
+        # the BundleBasedDirectRunner, given two list views in one step, handed one's elements to the other
+        # (tests/test_bundle_retry.py, about one run in two). The list is there only once the writer's
+        # finalize has put every file in place.
+        facts = (
+            (processed[COUNTS] | "LabelCounts" >> beam.Map(lambda counts: (COUNTS, counts)),
+             written | "LabelFiles" >> beam.Map(lambda described: (FILES_KEY, described)))
+            | "ManifestFacts" >> beam.Flatten()
+        )
         return (
             pbegin
             | "Once" >> beam.Impulse()
             | "WriteManifest" >> beam.Map(write_manifest, s.output, s.manifest_options(), s.runner,
-                                          counts=beam.pvalue.AsList(processed[COUNTS]),
-                                          files=beam.pvalue.AsList(written))
+                                          facts=beam.pvalue.AsList(facts))
         )
 
 
@@ -179,8 +185,11 @@ def build_pipeline(pipeline: beam.Pipeline, opts: ReprocessOptions, runner_name:
     pipeline | "Reprocess" >> ReprocessJob(JobSettings.from_options(opts, runner_name))
 
 
-def write_manifest(_seed, output: str, options: dict, runner: str, counts: list[dict], files: list[tuple]) -> str:
-    """The manifest of a run from its counts (dicts to add up) and its files (``WriteOutputs``' results)."""
+def write_manifest(_seed, output: str, options: dict, runner: str, facts: list[tuple]) -> str:
+    """The manifest of a run from its facts: ``(COUNTS, dict)`` (counts to add up) and ``(FILES_KEY, file)``
+    (``WriteOutputs``' results)."""
+    counts = [value for label, value in facts if label == COUNTS]
+    files = [value for label, value in facts if label == FILES_KEY]
     manifest = build_manifest(summed_counts(counts), options=options, runner=runner)
     manifest[FILES_KEY] = files_block(
         OutputFile(relative_path(output, f["path"]), f["format"], f["bytes"], f["sha256"], f["rows"])

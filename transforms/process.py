@@ -10,8 +10,8 @@ block holding several records (``decode`` unpacks it; by default the blocks
 outputs leave as one ``(label, block)`` element per key and label (a block: a
 sequence of rows), all in one collection, never one element per record or row:
 Beam's cost is per element, and the per-key call already holds every row of
-its key. Counts leave summed per bundle, so a job adds up a few dicts
-(``summed_counts``) instead of combining one per key. One collection rather
+its key. Counts leave as one small dict per key, which the job adds up where it
+reads them (``summed_counts``) rather than through a combine. One collection rather
 than one per label, because the runner sizes a sample of every collection's
 elements by encoding them: with few keys per label almost every block of a
 per-label collection is sampled, and a second step to label them was sampled
@@ -25,7 +25,6 @@ from typing import Callable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindows
 
 from runners.collector import collector_paused, tune_collector
 from transforms.progress import ProgressSpec, sizes_of
@@ -68,9 +67,6 @@ class _ApplyPerKey(beam.DoFn):
         if self.progress is not None:
             self.tracker = self.progress.tracker()
 
-    def start_bundle(self):
-        self.bundle_counts: dict[str, int] = {}
-
     def teardown(self):
         if self.tracker is not None:
             self.tracker.finish()
@@ -80,7 +76,7 @@ class _ApplyPerKey(beam.DoFn):
         if type(key) is tuple and key[0] == RIDER:  # riders (``rider``): their payloads leave as they came
             for tag, payload in named_blocks:
                 if tag == COUNTS:
-                    add_counts(self.bundle_counts, payload)
+                    yield beam.pvalue.TaggedOutput(COUNTS, payload)
                 else:
                     yield self._checked(key, *payload)
             return
@@ -97,14 +93,10 @@ class _ApplyPerKey(beam.DoFn):
                 yield self._checked(key, label, rows)
         for name, value in counts.items():
             Metrics.counter("job", name).inc(value)
-        add_counts(self.bundle_counts, counts)
-
-    def finish_bundle(self):
-        # One counts dict per bundle, not per key: what a bundle's keys counted, summed here, is summed
-        # across bundles downstream (a few elements, where one per key had cost the graph a combine).
-        if self.bundle_counts:
-            yield beam.pvalue.TaggedOutput(COUNTS, GlobalWindows.windowed_value_at_end_of_window(self.bundle_counts))
-        self.bundle_counts = {}
+        # One small dict per key (a source), summed where they are read (``summed_counts``): not summed per
+        # bundle in the DoFn, whose state a runner that retries or splits bundles (the BundleBasedDirectRunner)
+        # does not keep apart from other bundles' (tests/test_bundle_retry.py).
+        yield beam.pvalue.TaggedOutput(COUNTS, dict(counts))
 
     def _checked(self, key, label: str, rows) -> tuple:
         if label not in self.labels:  # a label no writer knows would lose its rows
@@ -120,8 +112,8 @@ class JoinAndApply(beam.PTransform):
 
     Returns ``blocks``: ``(label, rows)``, one key's non-empty block of rows per
     label it has rows for (``labels``: every label ``fn`` may use), plus
-    ``counts``: per bundle, the sum of its keys' and riders' counts dicts (add
-    them up across bundles: ``SumCounts``, ``summed_counts``). With
+    ``counts``: each key's and rider's counts dict (add them up: ``SumCounts``,
+    ``summed_counts``). With
     ``progress``, each worker logs how far it got on stderr
     (``transforms.progress``).
     """
