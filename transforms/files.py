@@ -211,18 +211,25 @@ def pattern_regex(pattern: str) -> re.Pattern:
     return re.compile(r"(?ms)" + "".join(parts) + r"\Z")
 
 
+def _pattern_as_matched(pattern: str) -> tuple[str, int | None]:
+    """A pattern as the matchers read it (absolute when local; a trailing ``/`` meaning its files, as
+    ``FileSystems.match`` reads it) and where its first glob character is (None: a plain path)."""
+    pattern = absolute_pattern(pattern)
+    if pattern.endswith("/"):
+        pattern += "*"
+    cuts = [pattern.find(ch) for ch in "*?[" if ch in pattern]
+    return pattern, (min(cuts) if cuts else None)
+
+
 def matching_metadata(pattern: str) -> list[FileMetadata]:
     """The files a pattern matches (Beam's syntax, read by ``pattern_regex``), with their metadata; a local
     pattern is read from the working directory. Beam lists what its own match would (the folder before
     the first glob character); the pattern is matched here, warnings-free."""
-    pattern = absolute_pattern(pattern)
-    if pattern.endswith("/"):
-        pattern += "*"  # as FileSystems.match reads it
-    cuts = [pattern.find(ch) for ch in "*?[" if ch in pattern]
-    if not cuts:
+    pattern, first_glob = _pattern_as_matched(pattern)
+    if first_glob is None:
         return FileSystems.match([pattern])[0].metadata_list  # a path: that file, if it exists
     regex = pattern_regex(pattern)
-    listed = FileSystems.match([pattern[:min(cuts)] + "**"])[0].metadata_list
+    listed = FileSystems.match([pattern[:first_glob] + "**"])[0].metadata_list
     return [metadata for metadata in listed if regex.match(metadata.path)]
 
 
@@ -230,16 +237,13 @@ def dangling_links(pattern: str) -> list[str]:
     """The symbolic links a local pattern matches whose target does not exist, as full paths. Beam's match
     leaves them out, so a link to a file not there (a moved archive, an unmounted disk) would be read as no
     input at all rather than as a missing one; remote patterns have no links ([])."""
-    pattern = absolute_pattern(pattern)
     if not is_local(pattern):
         return []
-    if pattern.endswith("/"):
-        pattern += "*"
-    cuts = [pattern.find(ch) for ch in "*?[" if ch in pattern]
-    if not cuts:
+    pattern, first_glob = _pattern_as_matched(pattern)
+    if first_glob is None:
         return [pattern] if os.path.islink(pattern) and not os.path.exists(pattern) else []
     regex = pattern_regex(pattern)
-    top = os.path.dirname(pattern[:min(cuts)] + "x")
+    top = os.path.dirname(pattern[:first_glob] + "x")
     found = []
     for folder, _, names in os.walk(top):
         for name in names:
