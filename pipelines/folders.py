@@ -170,6 +170,18 @@ class FolderLockedError(NotariusError, OSError):
         self.holder = holder
 
 
+def _lock_or_refuse(fd: int, folder: str) -> None:
+    """An exclusive lock on ``fd`` at once, or the folder refused naming its holder (``fd`` closed)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder_named(fd)
+        os.close(fd)
+        raise FolderLockedError(folder, holder) from None
+
+
 def _holder_named(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     return os.read(fd, 512).decode("utf-8", "replace").strip() or "another command"
@@ -190,17 +202,10 @@ class FolderLock:
 
     @classmethod
     def acquire(cls, folder: str, holder: str) -> "FolderLock":
-        import fcntl
-
         path = os.path.join(folder, LOCK_NAME)
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                held_by = _holder_named(fd)
-                os.close(fd)
-                raise FolderLockedError(folder, held_by) from None
+            _lock_or_refuse(fd, folder)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
             except FileNotFoundError:
@@ -273,8 +278,6 @@ def inner_locks_held(folder: str) -> Iterator[None]:
     """Hold the lock of every folder under local ``folder`` (not its own, links not followed) while the
     block runs, so no command starts writing one of them meanwhile; FolderLockedError, nothing held,
     when one is being written (by another command, or by this process under another claim)."""
-    import fcntl
-
     held: list[int] = []
     try:
         for parent, _, names in os.walk(folder, followlinks=False):
@@ -284,12 +287,7 @@ def inner_locks_held(folder: str) -> Iterator[None]:
                 fd = os.open(os.path.join(parent, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW)
             except OSError:
                 continue  # gone meanwhile (its holder ended), or a link: no lock of ours
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder_named(fd)
-                os.close(fd)
-                raise FolderLockedError(parent, holder) from None
+            _lock_or_refuse(fd, parent)
             held.append(fd)
         yield
     finally:
