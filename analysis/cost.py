@@ -250,31 +250,46 @@ def _slot(row: Mapping[str, Any]) -> tuple[str, str, str]:
     return (row["source_id"], row["chunk_id"], row["family"])
 
 
-def saved_retry_cells(rows: Rows) -> dict[str, dict[str, Cell]]:
+def saved_retry_cells(rows: Rows, reordered: set[str] | None = None) -> dict[str, dict[str, Cell]]:
     """The retries endpoint canonicalization saved, by family (outcome ``saved``), each at its slot's
     accepted attempt's billed usage. A slot is saved when it is accepted and every passing attempt
     (accepted or superseded) cited a range whose endpoints the job put in order: the job's own rule
-    (``domain.slot_decision.SlotDecision.survives``), read from its rows. Two passes over the rows,
-    the second keeping only the slots the first found reordered (memory: those slots)."""
-    reordered = {_slot(row) for row in rows()
-                 if row["verdict"] in PASSING_VERDICTS and int(row.get("endpoints_reordered") or 0) > 0}
-    if not reordered:
+    (``domain.slot_decision.SlotDecision.survives``), read from its rows. Three passes over the rows:
+    the slots some passing attempt had reordered (``note_reordered``; ``reordered`` when the caller
+    took them on a pass of its own, and then spent), those of them a passing attempt needed no reordering
+    for, then the accepted attempts of the rest. What is held is a key per reordered slot, never a row
+    (the cells are sums: the order rows come in changes nothing)."""
+    saved = reordered if reordered is not None else set()
+    if reordered is None:
+        for row in rows():
+            note_reordered(row, saved)
+    if not saved:
         return {}
-    survives: set[tuple[str, str, str]] = set()
-    accepted: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for row in rows():
-        slot = _slot(row)
-        if slot not in reordered or row["verdict"] not in PASSING_VERDICTS:
-            continue
-        if not int(row.get("endpoints_reordered") or 0):
-            survives.add(slot)
-        if row["verdict"] == "accepted":
-            accepted[slot] = row
+        if row["verdict"] in PASSING_VERDICTS and not int(row.get("endpoints_reordered") or 0):
+            saved.discard(_slot_key(row))
     tally = Tally()
-    for slot, row in sorted(accepted.items()):
-        if slot not in survives:
-            tally.add(slot[2], SAVED, row.get("producer"), row.get("usage"))
+    for row in rows():
+        if row["verdict"] == "accepted" and saved:
+            key = _slot_key(row)
+            if key in saved:
+                saved.discard(key)  # a slot's one accepted attempt
+                tally.add(row["family"], SAVED, row.get("producer"), row.get("usage"))
     return tally.cells()
+
+
+def note_reordered(row: Mapping[str, Any], reordered: set[str]) -> None:
+    """Adds the row's slot to ``reordered`` when it is a passing attempt whose endpoints the job put in order
+    (``saved_retry_cells``' first pass, one row at a time)."""
+    if row["verdict"] in PASSING_VERDICTS and int(row.get("endpoints_reordered") or 0) > 0:
+        reordered.add(_slot_key(row))
+
+
+def _slot_key(row: Mapping[str, Any]) -> str:
+    """A slot as one string (its parts length-prefixed, so no two slots share one): a third of a tuple's
+    memory, kept per reordered slot."""
+    source, chunk, family = _slot(row)
+    return f"{len(source)}:{source}{len(chunk)}:{chunk}{family}"
 
 
 def refresh_round_cells(requests_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[str, Any]]

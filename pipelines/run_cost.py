@@ -4,15 +4,16 @@ For the report (compare counts its runs' cost in its own job, beside the compari
 ``analysis.cost.comparison_counts``). Plain file reading, no pipeline:
 
 - the run's ``evaluations/`` rows, streamed (every attempt, with its producer and billed usage),
-  twice more for the retries endpoint canonicalization saved (the second pass keeps only the
-  slots the first found reordered);
+  twice more for the retries endpoint canonicalization saved (the attempts' pass notes the slots
+  some passing attempt had reordered; what is kept is a key per such slot, never a row);
 - its manifest's ``judges`` and ``verdict_usage`` (what the judges' answers were billed);
 - its open requests (``retry_requests/``: retries, refreshes and judge requests), estimated by
   export-batch's own code (``domain.batch.export.export_source``, so by its rule,
   ``domain.batch.estimate``) for a target provider: the run's transcripts (its manifest's
   ``--transcripts``), its accepted chunk registries (its ``artifacts/*-registry/``, for
   reconciliation prompts) and, for judge requests, the judged candidates (its ``--candidates``).
-  It holds the requests and the transcripts of the sources they name; a request export-batch
+  The requests' lines wait on disk until their source's transcript is read; what is held is one
+  source's lines at a time (``SpilledLines``, ``transcripts_by_source``). A request export-batch
   would refuse (its transcript or judged candidate changed since) is counted as not estimated,
   with the reason.
 """
@@ -20,14 +21,17 @@ For the report (compare counts its runs' cost in its own job, beside the compari
 from __future__ import annotations
 
 import fnmatch
+import os
+import sqlite3
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import orjson
 
-from analysis.cost import (VERDICT_ORDER, CostTable, attempt_cells, cost_table, saved_retry_cells, table_line,
-                           verdict_cells)
+from analysis.cost import (VERDICT_ORDER, CostTable, attempt_cells, cost_table, note_reordered, saved_retry_cells,
+                           table_line, verdict_cells)
 from domain.batch.estimate import estimate_block, estimate_counts, estimate_summary
 from domain.batch.export import REGISTRY_ARTIFACTS, ExportConfig, export_source
 from domain.batch.prices import PriceTable
@@ -78,13 +82,21 @@ def run_cost(out: str, manifest: Mapping[str, Any], prices: PriceTable | None, p
              target: Target = Target()) -> RunCost:
     """The cost figures of one run folder (that verified: ``manifest`` is what verify read)."""
     evaluations = join_path(str(out), "evaluations")
-    attempts = cost_table("attempts", attempt_cells(iter_rows(evaluations)), prices)
-    saved = cost_table("slots", saved_retry_cells(lambda: iter_rows(evaluations)), prices)
+    reordered: set[str] = set()
+    attempts = cost_table("attempts", attempt_cells(_noting_reordered(iter_rows(evaluations), reordered)), prices)
+    saved = cost_table("slots", saved_retry_cells(lambda: iter_rows(evaluations), reordered), prices)
     verdicts = cost_table("verdicts", verdict_cells(manifest), prices)
     recorded = ((manifest.get("endpoint_ordering") or {}).get("retries_saved") or {}).get("total")
     requests, note = open_requests_estimate(out, manifest, target, prices, prices_file)
     return RunCost(attempts, saved, verdicts, recorded, requests, note, prices_file,
                    prices.currency if prices is not None else None)
+
+
+def _noting_reordered(rows: Iterator[dict], reordered: set[str]) -> Iterator[dict]:
+    """``rows``, each noted for the saved retries' first pass on the way (one read of the evaluations fewer)."""
+    for row in rows:
+        note_reordered(row, reordered)
+        yield row
 
 
 def _json_line(row: Mapping[str, Any]) -> bytes:
@@ -94,47 +106,54 @@ def _json_line(row: Mapping[str, Any]) -> bytes:
 def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target, prices: PriceTable | None,
                            prices_file: str | None) -> tuple[dict[str, Any] | None, str]:
     """export-batch's ``estimate`` of the run's open requests for ``target`` (None and why, when it cannot be
-    made), with ``not_estimated`` (requests export-batch would refuse: how many, and the first reasons)."""
-    by_source: dict[str, list[bytes]] = defaultdict(list)
-    judged: set[str] = set()
-    families: set[str] = set()
-    listing: set[str] = set()  # sources with a reconciliation request: the only prompts that list registries
-    for row in iter_rows(join_path(str(out), "retry_requests")):
-        by_source[row["source_id"]].append(_json_line(row))
-        families.add(row["family"])
-        if row.get("kind") == KIND_JUDGE:
-            judged.add(row["candidate_id"])
-        if getattr(FAMILIES.get(row["family"]), "chunk_kind", None) == "source":
-            listing.add(row["source_id"])
+    made), with ``not_estimated`` (requests export-batch would refuse: how many, and the first reasons).
+
+    The lines a source's requests are rendered from (its requests, registry artifacts and judged
+    candidates) wait in a local temporary file (``SpilledLines``) until its transcript is read: what stays in
+    memory is one source's lines and the sources' names, never a line per request (at 1M candidates the
+    request lines alone were ~70 MB, ~800 MB while each held orjson's worst-case buffer)."""
     options = manifest.get("options") or {}
     provider = PROVIDERS[target.provider]
     config = ExportConfig(provider_name=provider.name,
                           settings=RequestSettings(model=target.model or "", max_output_tokens=target.max_output_tokens),
                           max_bytes_per_file=provider.max_bytes)
     counts: Counter[str] = Counter()
-    refused: Counter[str] = Counter()
-    if by_source:
-        transcripts = options.get("transcripts")
-        if not transcripts or not input_paths(transcripts):
-            return None, (f"the run's transcripts ({transcripts!r}, its --transcripts) match no files: the requests "
-                          "cannot be rendered to count them")
-        # Registry artifacts only where a prompt lists them (domain.batch.prompts.build_prompt; what the estimate
-        # counts of the others is the same without them): every source's were 150 MB of the report's 388 at 101k.
-        registries = _registry_lines(out, manifest, listing)
-        candidates = _candidate_lines(options.get("candidates"), judged) if judged else {}
-        found: dict[str, tuple[Counter, list[str]]] = {}
-        for source_id, lines in transcripts_by_source(transcripts, set(by_source)):
-            rows, dead, _ = export_source(source_id, lines, by_source[source_id], config,
-                                          registry_lines=registries.get(source_id, ()),
-                                          candidate_lines=candidates.get(source_id, ()))
-            estimated: Counter[str] = Counter()
-            for row in rows:
-                estimated.update(estimate_counts(row["index"]))
-            found[source_id] = (estimated, [letter["reason"] for letter in dead if letter["input"] == "retry_requests"])
-        for source_id in sorted(by_source):  # summed in source order, as the reasons' ties are listed
-            source_counts, reasons = found[source_id]
-            counts.update(source_counts)
-            refused.update(reasons)
+    refused: dict[str, list[str]] = {}  # source -> the reasons of its requests export-batch would refuse
+    with SpilledLines() as spilled:
+        sources: set[str] = set()
+        listing: set[str] = set()  # sources with a reconciliation request: the only prompts that list registries
+        judges = False
+        for row in iter_rows(join_path(str(out), "retry_requests")):
+            spilled.add(REQUESTS, row["source_id"], _json_line(row))
+            sources.add(row["source_id"])
+            if row.get("kind") == KIND_JUDGE:
+                spilled.add_judged(row["candidate_id"])
+                judges = True
+            if getattr(FAMILIES.get(row["family"]), "chunk_kind", None) == "source":
+                listing.add(row["source_id"])
+        if sources:
+            transcripts = options.get("transcripts")
+            if not transcripts or not input_paths(transcripts):
+                return None, (f"the run's transcripts ({transcripts!r}, its --transcripts) match no files: the "
+                              "requests cannot be rendered to count them")
+            # Registry artifacts only where a prompt lists them (domain.batch.prompts.build_prompt; what the
+            # estimate counts of the others is the same without them): every source's were 150 MB of the
+            # report's 388 at 101k.
+            _spill_registry_lines(spilled, out, manifest, listing)
+            if judges:
+                _spill_candidate_lines(spilled, options.get("candidates"))
+            for source_id, lines in transcripts_by_source(transcripts, sources):
+                rows, dead, _ = export_source(source_id, lines, spilled.lines(REQUESTS, source_id), config,
+                                              registry_lines=spilled.lines(REGISTRIES, source_id),
+                                              candidate_lines=spilled.lines(CANDIDATES, source_id))
+                for row in rows:
+                    counts.update(estimate_counts(row["index"]))  # sums: the order sources come in is no matter
+                reasons = [letter["reason"] for letter in dead if letter["input"] == "retry_requests"]
+                if reasons:
+                    refused[source_id] = reasons
+    reasons_in_order: Counter[str] = Counter()
+    for source_id in sorted(refused):  # summed in source order, as the reasons' ties are listed
+        reasons_in_order.update(refused[source_id])
     # Priced only for a named model; without one the block says no prices (the model is unknown, not unpriced).
     named = target.model is not None
     block = estimate_block(counts, provider=provider.name, model=target.model or "",
@@ -142,9 +161,51 @@ def open_requests_estimate(out: str, manifest: Mapping[str, Any], target: Target
                            prices=prices if named else None, prices_file=prices_file if named else None)
     block["model_named"] = named
     block["target"] = block["prices"]["key"] if named else f"{provider.name} (no --model)"
-    block["not_estimated"] = {"requests": sum(refused.values()),
-                              "reasons": [{"reason": reason, "requests": n} for reason, n in refused.most_common(3)]}
+    block["not_estimated"] = {"requests": sum(reasons_in_order.values()),
+                              "reasons": [{"reason": reason, "requests": n}
+                                          for reason, n in reasons_in_order.most_common(3)]}
     return block, ""
+
+
+REQUESTS, REGISTRIES, CANDIDATES = "requests", "registries", "candidates"  # what SpilledLines keeps, by source
+
+
+class SpilledLines:
+    """Lines kept by (what, source) in a temporary SQLite file, read back one source at a time, and the
+    judged candidate ids: so the estimate holds no line per request in memory. Written once, then read
+    (the index is built on the first read); a source's lines come back in the order they were added."""
+
+    def __init__(self) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="notarius-estimate-")
+        self._db = sqlite3.connect(os.path.join(self._folder.name, "lines.sqlite"))
+        # A scratch file: no journal, no fsync, a small page cache (the point is to hold little).
+        self._db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-2048;"
+                               "CREATE TABLE lines (what TEXT, source TEXT, line BLOB);"
+                               "CREATE TABLE judged (candidate_id TEXT PRIMARY KEY) WITHOUT ROWID;")
+        self._indexed = False
+
+    def __enter__(self) -> "SpilledLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._db.close()
+        self._folder.cleanup()
+
+    def add(self, what: str, source: str, line: bytes) -> None:
+        self._db.execute("INSERT INTO lines VALUES (?, ?, ?)", (what, source, line))
+
+    def add_judged(self, candidate_id: str) -> None:
+        self._db.execute("INSERT OR IGNORE INTO judged VALUES (?)", (candidate_id,))
+
+    def judged(self, candidate_id: object) -> bool:
+        return self._db.execute("SELECT 1 FROM judged WHERE candidate_id = ?", (candidate_id,)).fetchone() is not None
+
+    def lines(self, what: str, source: str) -> list[bytes]:
+        if not self._indexed:
+            self._db.execute("CREATE INDEX by_source ON lines (what, source)")
+            self._indexed = True
+        return [line for (line,) in self._db.execute("SELECT line FROM lines WHERE what = ? AND source = ? "
+                                                     "ORDER BY rowid", (what, source))]
 
 
 def transcripts_by_source(pattern: str, sources: set[str]) -> Iterator[tuple[str, list[bytes]]]:
@@ -184,32 +245,29 @@ def _field(line: bytes, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _registry_lines(out: str, manifest: Mapping[str, Any], sources: set[str]) -> dict[str, list[bytes]]:
+def _spill_registry_lines(spilled: SpilledLines, out: str, manifest: Mapping[str, Any], sources: set[str]) -> None:
     """The run's accepted chunk registry artifacts of these sources (reconciliation prompts list them): the
     files its manifest lists under ``artifacts/*-registry/``, as export-batch reads them by default."""
-    lines: dict[str, list[bytes]] = defaultdict(list)
     for rel in sorted(listed_files(manifest)):
         if fnmatch.fnmatchcase(rel, REGISTRY_ARTIFACTS):
             for row in iter_file_rows(join_path(str(out), rel)):
                 if row["source_id"] in sources:
-                    lines[row["source_id"]].append(_json_line(row))
-    return lines
+                    spilled.add(REGISTRIES, row["source_id"], _json_line(row))
 
 
-def _candidate_lines(pattern: str | None, wanted: set[str]) -> dict[str, list[bytes]]:
-    """Source id -> the records of the judged candidates in the run's --candidates (export-batch keeps the
+def _spill_candidate_lines(spilled: SpilledLines, pattern: str | None) -> None:
+    """The records of the judged candidates in the run's --candidates, by source (export-batch keeps the
     first of an id)."""
-    found: dict[str, list[bytes]] = defaultdict(list)
     if not pattern or not input_paths(pattern):
-        return found
+        return
     for line in input_records(pattern):
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(record, dict) and record.get("candidate_id") in wanted and isinstance(record.get("source_id"), str):
-            found[record["source_id"]].append(line)
-    return found
+        if (isinstance(record, dict) and isinstance(record.get("source_id"), str)
+                and isinstance(record.get("candidate_id"), str) and spilled.judged(record["candidate_id"])):
+            spilled.add(CANDIDATES, record["source_id"], line)
 
 
 # --- the lines the report (and the demo) print --------------------------------------------------
