@@ -121,9 +121,9 @@ def read_as_the_job_does(data: bytes) -> tuple[list[bytes], Exception | None]:
     """The job's read step (transforms/read.py) reading a file through Beam's filesystems."""
     def read(path: str):
         [metadata] = FileSystems.match([path])[0].metadata_list
-        dead: list = []
-        yield from _text_lines(KeyedInput(path, "candidates", "source_id", 1 << 20), fileio.ReadableFile(metadata), dead)
-        assert not dead
+        for line in _text_lines(KeyedInput(path, "candidates", "source_id", 1 << 20), fileio.ReadableFile(metadata)):
+            assert type(line) is bytes  # no line is past the limit (an Oversize)
+            yield line
 
     return _as_file(data, read)
 

@@ -1,6 +1,7 @@
 """Each composite PTransform on small data, with TestPipeline and assert_that (no D&D here)."""
 
 import gzip
+import io
 
 import apache_beam as beam
 import fastavro
@@ -15,8 +16,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from output_reader import read_rows
 from transforms.process import BLOCKS, COUNTS, JoinAndApply, SumCounts, rider, summed_counts
 from transforms.read import COUNTS as READ_COUNTS
-from transforms.raw_records import (OVERSIZE_PAYLOAD_HEAD, Blocks, avro_record_to_json, decode_block, encode_block,
-                                    key_record)
+from transforms.raw_records import (OVERSIZE_PAYLOAD_HEAD, UTF8_BOM, Blocks, Oversize, avro_record_to_json,
+                                    decode_block, encode_block, key_record, split_lines)
 from transforms.read import DEAD, KEYED, KeyedInput, ReadKeyedInputs
 from transforms.write import OutputSpec, WriteOutputs, arrow_schema
 
@@ -85,6 +86,19 @@ def test_key_record_keys_a_line_or_says_why_not_without_beam():
         assert row["input"] == "candidates" and row["reason"] == reason, bad
     huge = b"x" * (OVERSIZE_PAYLOAD_HEAD + 10)
     assert key_record(huge, "candidates", "source_id", 100)["payload"] == "x" * OVERSIZE_PAYLOAD_HEAD
+
+
+def test_split_lines_gives_records_an_oversize_head_and_drops_only_the_files_byte_order_mark():
+    def split(data: bytes, limit: int, drop_bom: bool = True) -> list:
+        return [("oversize", line.head) if type(line) is Oversize else line
+                for line in split_lines(io.BytesIO(data), limit, drop_bom)]
+
+    assert split(UTF8_BOM + b"ab\r\n\ncd\n" + UTF8_BOM + b"ef", 8) == [b"ab", b"", b"cd", UTF8_BOM + b"ef"]
+    assert split(UTF8_BOM + b"ab\n", 8, drop_bom=False) == [UTF8_BOM + b"ab"]
+    # The mark counts toward the first line's length; an oversize first line loses it from its head too.
+    assert split(UTF8_BOM + b"abcdef\nxy\n", 8) == [("oversize", b"abcdef"), b"xy"]
+    assert split(UTF8_BOM + b"abcde\nxy\n", 8) == [b"abcde", b"xy"]
+    assert split(b"0123456789" * 3 + b"\nxy", 8) == [("oversize", b"012345678"), b"xy"]
 
 
 def test_blocks_flush_past_their_budget_and_round_trip():

@@ -64,6 +64,7 @@ class _ApplyPerKey(beam.DoFn):
 
     def setup(self):
         tune_collector()
+        self.counters: dict = {}  # counter name -> its Metrics counter
         if self.progress is not None:
             self.tracker = self.progress.tracker()
 
@@ -91,8 +92,12 @@ class _ApplyPerKey(beam.DoFn):
         for label, rows in outputs.items():
             if rows:
                 yield self._checked(key, label, rows)
+        counters = self.counters
         for name, value in counts.items():
-            Metrics.counter("job", name).inc(value)
+            counter = counters.get(name)
+            if counter is None:  # made once per name: a source's dozens of counts would each build one
+                counter = counters[name] = Metrics.counter("job", name)
+            counter.inc(value)
         # One small dict per key (a source), summed where they are read (``summed_counts``): not summed per
         # bundle in the DoFn, whose state a runner that retries or splits bundles (the BundleBasedDirectRunner)
         # does not keep apart from other bundles' (tests/test_bundle_retry.py).

@@ -4,8 +4,9 @@ What the read step does to a record, without Beam (``transforms/read.py`` holds 
 transform that call these): generic, nothing here knows a D&D rule, and every function is tested
 on plain bytes.
 
-- ``iter_lines``: a JSON Lines stream split on ``b"\\n"``, never holding more than the record limit
-  of one line in memory; an oversize line keeps its head (``OVERSIZE_PAYLOAD_HEAD``).
+- ``split_lines`` (and ``iter_lines``, its pairs): a JSON Lines stream split on ``b"\\n"``, never holding
+  more than the record limit of one line in memory; an oversize line keeps its head (``OVERSIZE_PAYLOAD_HEAD``,
+  ``Oversize``) for its dead letter (``oversize_dead_letter``).
 - ``project``, ``avro_record_to_json``, ``avro_payload``: an Avro (or Parquet) record narrowed to the
   fields its contract names and written as one JSON line, or as a dead letter's payload.
 - ``key_record``: a record's key (the fast path of ``transforms.json_keys.key_of``, else a full parse
@@ -36,28 +37,63 @@ _READ_BLOCK = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
-    """(line without its line break, oversize?) for each line of a binary stream.
+class Oversize:
+    """A line longer than the record limit, as ``split_lines`` gives it: its head only, for its dead letter."""
 
-    Splits on b"\\n" only (a record may legally contain U+0085 or U+2028) and
-    never holds more than ``max_record_bytes`` of one line in memory.
+    __slots__ = ("head",)
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+
+
+def split_lines(stream, max_record_bytes: int, drop_bom: bool = False) -> Iterator[bytes | Oversize]:
+    """Each line of a binary stream without its line break: the line (``bytes``), or ``Oversize`` for a
+    line longer than ``max_record_bytes``.
+
+    Splits on b"\\n" only (a record may legally contain U+0085 or U+2028) and never holds more than
+    ``max_record_bytes`` of one line in memory. ``drop_bom``: a UTF-8 byte order mark that starts the
+    stream is the file's (Windows tools write one), not the first record's; it still counts toward
+    that line's length. One generator, yielding the line itself: the read step calls it once per
+    record, so a second generator or a pair per line costs every candidate (docs/benchmarks.md).
     """
+    readline = stream.readline
+    size = max_record_bytes + 2  # room for a record at the limit plus its line break ("\r\n" is two bytes)
+    first = drop_bom
     while True:
-        # Room for a record at the limit plus its line break ("\r\n" is two bytes).
-        line = stream.readline(max_record_bytes + 2)
+        line = readline(size)
         if not line:
             return
         record = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
         if len(record) <= max_record_bytes:
-            yield record, False
+            if first:
+                first = False
+                if record.startswith(UTF8_BOM):
+                    record = record[len(UTF8_BOM):]
+            yield record
             continue
         # The first limit + 1 bytes are record content (never the "\r" of a line break).
         head = record[: min(max_record_bytes + 1, OVERSIZE_PAYLOAD_HEAD)]
         while not line.endswith(b"\n"):  # skip the rest of the oversize line
-            line = stream.readline(_READ_BLOCK)
+            line = readline(_READ_BLOCK)
             if not line:
                 break
-        yield head, True
+        if first:
+            first = False
+            if head.startswith(UTF8_BOM):
+                head = head[len(UTF8_BOM):]
+        yield Oversize(head)
+
+
+def iter_lines(stream, max_record_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """``split_lines`` as (line or its head, oversize?) pairs."""
+    for line in split_lines(stream, max_record_bytes):
+        yield (line.head, True) if type(line) is Oversize else (line, False)
+
+
+def oversize_dead_letter(input_name: str, max_record_bytes: int, head: bytes) -> DeadLetterRow:
+    """The dead letter of a line longer than the record limit, which keeps the line's head."""
+    return dead_letter_row(input_name, f"record exceeds --max-record-bytes ({max_record_bytes} bytes); payload "
+                                       f"holds its first {len(head)} bytes", head)
 
 
 def project(value, shape):

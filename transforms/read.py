@@ -44,8 +44,9 @@ from transforms.compression import decompressed
 from transforms.files import absolute_pattern, matching_metadata
 from transforms.process import BLOCKS, rider
 from transforms.progress import ProgressSpec
-from transforms.raw_records import (UTF8_BOM, Blocks, avro_payload, avro_record_to_json, exact, iter_lines,
-                                    key_record, project)
+from transforms.json_keys import key_of
+from transforms.raw_records import (Blocks, avro_payload, avro_record_to_json, exact, key_record, oversize_dead_letter,
+                                    project, split_lines)
 
 KEYED = "keyed"
 DEAD = "dead"
@@ -168,32 +169,43 @@ class _ReadAndKey(beam.DoFn):
         blocks = Blocks(BLOCK_BYTES)
         tracker = self.trackers.get(name)
         position, counted_bytes = _Position(), 0  # bytes of this file already counted toward progress
-        key_field, limit = spec.key_field, spec.max_record_bytes
+        key_field, limit, buckets = spec.key_field, spec.max_record_bytes, spec.key_buckets
         try:
             if path.endswith(".avro"):
                 source = _avro_lines(spec, readable, dead, position)
             elif path.endswith(".parquet"):
                 source = _parquet_lines(spec, readable)
             else:
-                source = _text_lines(spec, readable, dead, position)
+                source = _text_lines(spec, readable, position)
+            # Once per record: the common case (a line keyed by key_of's fast path) takes no other call.
             for line in source:
-                if line is None:
-                    records += 1  # already a dead letter
-                elif not line.strip():
-                    blank += 1
-                else:
+                if type(line) is bytes and line.strip():
                     records += 1
                     if tracker is not None and not records % PROGRESS_RECORDS:  # one large file is not silent
                         now = position.now()
                         done = 0 if now is None else max(now - counted_bytes, 0)
                         counted_bytes += done
                         tracker.add({RECORDS: PROGRESS_RECORDS}, keys=0, done_bytes=done)
-                    keyed = key_record(line, name, key_field, limit)
-                    if isinstance(keyed, dict):
-                        dead.append(keyed)
-                    elif blocks.add(*(keyed if spec.key_buckets is None else bucketed(keyed, spec.key_buckets))):
-                        for key, block in blocks.flush():
-                            yield self._keyed((key, (name, block)))
+                    key = key_of(line, key_field) if len(line) <= limit else None
+                    if key is None or not key.strip():  # parsed in full: its key after all, or why not
+                        keyed = key_record(line, name, key_field, limit)
+                        if isinstance(keyed, dict):
+                            dead.append(keyed)
+                            key = None
+                        else:
+                            key = keyed[0]
+                    if key is not None:
+                        if blocks.add(key if buckets is None else bucket_of(key, buckets), line):
+                            for key, block in blocks.flush():
+                                yield self._keyed((key, (name, block)))
+                        continue
+                elif type(line) is bytes:
+                    blank += 1
+                    continue
+                else:  # None: already a dead letter (Avro); or a text line past the limit
+                    records += 1
+                    if line is not None:
+                        dead.append(oversize_dead_letter(name, limit, line.head))
                 if len(dead) >= DEAD_BLOCK_ROWS:
                     dead_count += len(dead)
                     dead_blocks += 1
@@ -236,26 +248,12 @@ def bucket_of(key: str, buckets: int) -> str:
     return str(zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets)
 
 
-def bucketed(keyed: tuple[str, bytes], buckets: int) -> tuple[str, bytes]:
-    return bucket_of(keyed[0], buckets), keyed[1]
-
-
-def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict],
-                position: _Position | None = None):
+def _text_lines(spec: KeyedInput, readable: fileio.ReadableFile, position: _Position | None = None):
+    """The lines of a JSON Lines file (``split_lines``: bytes, or ``Oversize`` past the record limit)."""
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw, readable.metadata.path) as stream:
         if position is not None:
             position.stream = raw
-        for n, (line, oversize) in enumerate(iter_lines(stream, spec.max_record_bytes)):
-            if n == 0 and line.startswith(UTF8_BOM):  # written by Windows tools: the file's, not the record's
-                line = line[len(UTF8_BOM):]
-            if oversize:
-                dead.append(dead_letter_row(
-                    spec.input_name,
-                    f"record exceeds --max-record-bytes ({spec.max_record_bytes} bytes); payload holds its first "
-                    f"{len(line)} bytes", line))
-                yield None
-            else:
-                yield line
+        yield from split_lines(stream, spec.max_record_bytes, drop_bom=True)
 
 
 def _avro_lines(spec: KeyedInput, readable: fileio.ReadableFile, dead: list[dict],
