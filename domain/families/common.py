@@ -363,30 +363,43 @@ def schema_errors(sctx: StructuralContext, document: Any) -> list[tuple[list, An
     """Every violation of the family's LLM schema as (absolute path, error), sorted by path,
     then keyword: what ``Draft202012Validator.iter_errors`` finds in ``document``.
 
-    Records the typed record model accepts are not walked: the model and the schema accept
-    the same documents (tests/test_family_contracts.py), so such a record holds no violation,
-    and the schemas use no keyword that relates one record to another (uniqueItems and the
-    like are refused there). The rest is walked by the schema's compiled checks
-    (``schema_walk``, what jsonschema reports at a tenth of its cost), or by jsonschema
-    itself for a schema those checks do not cover or a document nested absurdly deep.
+    The schema's compiled checks (``schema_walk``) find it, walking every record: cheaper
+    than asking the typed model which records to skip (the explanation of a failure, 0.73 M
+    instructions through jsonschema, is 0.16 M). jsonschema itself for a schema they do not
+    cover or a document nested absurdly deep (:func:`_jsonschema_errors`).
     """
+    walk = llm_schema_walk(sctx.family)
+    found = None if walk is None else violations(walk, document)
+    if found is None:
+        return _jsonschema_errors(sctx, document)
+    errors = [(list(v.path), v) for v in found]
+    errors.sort(key=_error_order)
+    return errors
+
+
+def _error_order(item: tuple[list, Any]) -> tuple[list[str], str]:
+    return [str(p) for p in item[0]], item[1].validator
+
+
+def _jsonschema_errors(sctx: StructuralContext, document: Any) -> list[tuple[list, Any]]:
+    """:func:`schema_errors` by jsonschema. Records the typed record model accepts are not
+    walked: the model and the schema accept the same documents
+    (tests/test_family_contracts.py), so such a record holds no violation, and the schemas
+    use no keyword that relates one record to another (uniqueItems and the like are refused
+    there). Walking a whole response in jsonschema costs about 0.3 ms, for a defect that is
+    usually in one record."""
     records = document.get(sctx.list_field) if isinstance(document, dict) else None
     walked: list[int] | None = None  # positions of the records the validator sees, when some are left out
     if isinstance(records, list) and records:
         walked = [n for n, record in enumerate(records) if not sctx.record_accepted(record)] or [0]
         document = {**document, sctx.list_field: [records[n] for n in walked]}
-    walk = llm_schema_walk(sctx.family)
-    by_checks = None if walk is None else violations(walk, document)
-    if by_checks is not None:
-        errors = [(list(v.path), v) for v in by_checks]
-    else:
-        errors = [(list(e.absolute_path), e) for e in llm_schema_validator(sctx.family).iter_errors(document)]
     found = []
-    for path, error in errors:
+    for error in llm_schema_validator(sctx.family).iter_errors(document):
+        path = list(error.absolute_path)
         if walked is not None and len(path) >= 2 and path[0] == sctx.list_field:
             path[1] = walked[path[1]]
         found.append((path, error))
-    found.sort(key=lambda item: ([str(p) for p in item[0]], item[1].validator))
+    found.sort(key=_error_order)
     return found
 
 
