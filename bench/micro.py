@@ -22,6 +22,8 @@ from domain.assets import llm_schema_path, load_json_asset
 from domain.evaluate import evaluate_response, parse_copy
 from domain.evidence import SourceRef, resolve_range, span_within_chunk
 from domain.families import FAMILIES
+from domain.families.common import llm_schema_walk
+from domain.families.schema_walk import violations
 from domain.families.base import EvaluationContext, RegistryView
 from domain.issues import quote_name, render_guidance
 from domain.source import Chunk, Transcript, parse_transcript
@@ -116,6 +118,7 @@ def run(archive: Archive) -> dict:
         contexts.append((spec, cand["raw_response"], EvaluationContext(transcript, transcript.chunk(cand["chunk_id"]), registry)))
 
     validators = {family: Draft202012Validator(load_json_asset(llm_schema_path(family))) for family in FAMILIES}
+    walks = {family: llm_schema_walk(family) for family in FAMILIES}
     issue_sets = [r.issues for r in (evaluate_response(*c) for c in contexts) if not r.passed and r.issues]
 
     largest = max(transcripts.values(), key=lambda t: len(t.units))
@@ -139,8 +142,10 @@ def run(archive: Archive) -> dict:
         "parse raw response (orjson.loads)": timed(orjson.loads, parseable),
         "fast-path model validation (pydantic model_validate_json, passing responses)":
             timed(lambda item: item[0].model_validate_json(item[1]), typed),
-        "schema fallback (jsonschema iter_errors, failing documents)":
+        "schema findings of failing documents, jsonschema iter_errors (the reference)":
             timed(lambda item: list(validators[item[0]].iter_errors(item[1])), invalid_docs),
+        "schema findings of failing documents, compiled checks (schema_walk, what the job runs)":
+            timed(lambda item: violations(walks[item[0]], item[1]), invalid_docs),
         "resolve a cited range (resolve_range), forward refs":
             timed(lambda ref: resolve_range(largest.index, sid, ref.start_unit_id, ref.end_unit_id), forward),
         "resolve and order a reversed range (resolve_range, ordered)":
