@@ -1,8 +1,15 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+# The Ctrl-C tests need SIGINT to arrive. A shell without job control starts a background command
+# (`make test &`) with SIGINT ignored, and every process under it inherits that: take it back here,
+# in each pytest process, so the commands the tests start get Python's own handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Test helpers (fixture_archive, output_reader, flink_support) import by plain name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
