@@ -136,6 +136,17 @@ class Transcript:
         return None if pos is None else self.units[pos]
 
 
+def contiguous_positions(chunk: Chunk | None) -> tuple[int, int] | None:
+    """``(first, last)`` document positions of a chunk whose members are consecutive units, for which
+    :func:`chunk_contains_positions` is ``first <= a <= b <= last``; None for any other chunk (or none)."""
+    if chunk is None:
+        return None
+    positions = chunk.sorted_positions
+    if not positions or positions[-1] - positions[0] + 1 != len(positions):
+        return None
+    return positions[0], positions[-1]
+
+
 def chunk_contains_positions(chunk: Chunk, first: int, last: int) -> bool:
     """True when every document position in [first, last] belongs to ``chunk``; one
     position is the span [position, position].

@@ -20,7 +20,7 @@ from domain.evidence import (
     resolve_range,
     span_within_chunk,
 )
-from domain.source import Chunk, DocumentIndex, transcript_from_record
+from domain.source import Chunk, DocumentIndex, chunk_contains_positions, contiguous_positions, transcript_from_record
 
 # Document order: ids fall and rise: 10, 3, 7, 20, 1, 2, 50
 IDS = [10, 3, 7, 20, 1, 2, 50]
@@ -191,7 +191,11 @@ def test_a_resolved_ref_equals_the_plain_one_and_shows_no_positions():
 def documents(draw):
     n = draw(st.integers(min_value=1, max_value=40))
     ids = draw(st.permutations(list(range(1, n + 1))).map(lambda p: [i * 3 + 1 for i in p]))  # shuffled, sparse
-    members = draw(st.lists(st.sampled_from(ids), unique=True, min_size=1, max_size=n))
+    if draw(st.booleans()):  # a chunk of consecutive units, as most are (their containment fast path)
+        start = draw(st.integers(min_value=0, max_value=n - 1))
+        members = draw(st.permutations(ids[start:draw(st.integers(min_value=start + 1, max_value=n))]))
+    else:
+        members = draw(st.lists(st.sampled_from(ids), unique=True, min_size=1, max_size=n))
     index = DocumentIndex.of("s", ids)
     chunk = Chunk("c", "extraction", tuple(members), tuple(sorted(index.position(u) for u in members)))
     return ids, index, chunk
@@ -237,6 +241,17 @@ def test_resolve_range_is_the_index_lookup(doc, start, end, source):
         assert resolve(index, plain) == resolved and resolve(index, plain).first == resolved.first
 
 
+@st.composite
+def refs_near(draw, index, chunk):
+    """A ref resolved through ``index`` whose endpoints lie at or around the chunk's edges (a span
+    one unit past them is what a containment test can get wrong)."""
+    positions = chunk.sorted_positions
+    near = st.integers(min_value=max(0, positions[0] - 2),
+                       max_value=min(len(index.unit_ids_in_order) - 1, positions[-1] + 2))
+    ref = SourceRef("s", index.unit_ids_in_order[draw(near)], index.unit_ids_in_order[draw(near)])
+    return resolve(index, ref)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data(), documents())
 def test_endpoint_ordering_properties(data, doc):
@@ -260,6 +275,19 @@ def test_span_within_chunk_equals_its_definition(data, doc):
     _, index, chunk = doc
     ref = data.draw(refs_as_met(index))
     assert span_within_chunk(index, chunk, ref) is def_within(index, chunk, ref)
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents(), st.integers(min_value=-2, max_value=45), st.integers(min_value=-2, max_value=45))
+def test_contiguous_positions_are_chunk_containment(doc, a, b):
+    """A chunk's consecutive extent, where it has one, answers containment as the chunk does."""
+    _, _, chunk = doc
+    positions = chunk.sorted_positions
+    bounds = contiguous_positions(chunk)
+    assert (bounds is not None) is (list(positions) == list(range(positions[0], positions[-1] + 1)))
+    if bounds is not None and a <= b:
+        assert (bounds[0] <= a <= b <= bounds[1]) is chunk_contains_positions(chunk, a, b)
+    assert contiguous_positions(None) is None
 
 
 @settings(max_examples=400, deadline=None)
@@ -354,7 +382,8 @@ def test_source_reference_issues_equal_their_definition(data, doc, has_chunk):
     ids, index, chunk = doc
     transcript = SimpleNamespace(source_id="s", index=index)
     ctx = EvaluationContext(transcript, chunk if has_chunk else None)
-    records = [SimpleNamespace(name=f"r{n}", evidence=tuple(data.draw(st.lists(refs_as_met(index), max_size=4))))
+    any_ref = st.one_of(refs_as_met(index), refs_near(index, chunk))
+    records = [SimpleNamespace(name=f"r{n}", evidence=tuple(data.draw(st.lists(any_ref, max_size=4))))
                for n in range(data.draw(st.integers(min_value=0, max_value=5)))]
     asked = []
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import domain.rows as rows
 from domain.assets import current_fingerprints
 from domain.evaluate import duplicate_artifact_ids, is_invariant_issue, normalization_invariants
-from domain.evidence import SourceRef
+from domain.evidence import SourceRef, resolve
 from domain.families import FAMILIES
 from domain.families.base import Adapted, EvaluationContext
 from domain.families.spells import SpellRecord
@@ -101,9 +101,12 @@ def reference_invariant_codes(records, earliest):
     return codes
 
 
-invariant_refs = st.builds(SourceRef, st.sampled_from([SOURCE, SOURCE, "other"]),
-                           st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])),
-                           st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])))
+plain_invariant_refs = st.builds(SourceRef, st.sampled_from([SOURCE, SOURCE, "other"]),
+                                 st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])),
+                                 st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from([99, None, True])))
+# As adapters store them too: resolved through the transcript's index (the invariants' one-range fast path).
+invariant_refs = st.one_of(plain_invariant_refs,
+                           plain_invariant_refs.map(lambda ref: resolve(TRANSCRIPT.index, ref) or ref))
 
 
 @settings(max_examples=300, deadline=None)

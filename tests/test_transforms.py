@@ -293,3 +293,28 @@ def test_write_outputs_refuses_an_undeclared_label(tmp_path):
         with TestPipeline(options=OPTIONS) as p:
             _ = p | beam.Create([("x", [{"n": 1}])]) | WriteOutputs({"y": OutputSpec(str(tmp_path / "y"), "jsonl")},
                                                                    str(tmp_path))
+
+
+def test_a_block_is_coded_whole_and_sized_from_its_first_row():
+    """The runner samples element sizes by encoding them: a block (a source's rows of one output)
+    is sized from its first row alone; encoding and decoding still move the whole block."""
+    import threading
+
+    from transforms.process import BlockCoder, LabelledBlock
+
+    coder = beam.coders.registry.get_coder(LabelledBlock)
+    assert isinstance(coder, BlockCoder)
+    block = LabelledBlock(("rows", [{"a": 1, "b": "x"}, {"a": 2, "b": "yy"}]))
+    back = coder.decode(coder.encode(block))
+    assert back == block and type(back) is LabelledBlock
+    row_size = len(beam.coders.FastPrimitivesCoder().encode({"a": 1, "b": "x"}))
+    assert coder.get_impl().estimate_size(block) == len("rows") + 2 * row_size
+    unencodable = LabelledBlock(("rows", [{"a": 1}, {"lock": threading.Lock()}]))
+    with pytest.raises(Exception):
+        coder.encode(unencodable)
+    assert coder.get_impl().estimate_size(unencodable) > 0  # the second row is never encoded
+    with TestPipeline(options=OPTIONS) as p:
+        out = p | beam.Create([("k", ("a", encode_block([b"1"])))]) | JoinAndApply(
+            lambda key, groups: ({"rows": [{"k": key}]}, {}), ("rows",))
+        assert out[BLOCKS].element_type is LabelledBlock
+        assert_that(out[BLOCKS] | beam.Map(type), equal_to([LabelledBlock]))

@@ -42,6 +42,47 @@ PerKeyFn = Callable[[str, Mapping[str, list]], tuple[Mapping[str, Sequence[dict]
 DecodeFn = Callable[[object], list]
 
 
+class LabelledBlock(tuple):
+    """``(label, rows)``: one key's rows of one output, as ``JoinAndApply`` emits them (its coder: ``BlockCoder``)."""
+
+    __slots__ = ()
+
+
+class BlockCoder(beam.coders.Coder):
+    """``LabelledBlock``'s coder: FastPrimitivesCoder's bytes, and a size estimate that does not encode the block.
+
+    Why: a runner samples its collections' element sizes for its metrics by encoding the sampled
+    elements (the first ten of every collection, then about 10/N); a block is a whole source's rows
+    of one output, and the blocks never leave the step that writes them. Encoding sampled blocks
+    cost the job ~3k instructions per candidate (docs/benchmarks.md). The estimate is the first
+    row's encoded size times the row count."""
+
+    def __init__(self) -> None:
+        self._rows = beam.coders.FastPrimitivesCoder()
+
+    def encode(self, value) -> bytes:
+        return self._rows.encode(tuple(value))
+
+    def decode(self, encoded: bytes) -> "LabelledBlock":
+        return LabelledBlock(self._rows.decode(encoded))
+
+    def estimate_size(self, value) -> int:
+        label, rows = value
+        return len(label) + (len(rows) * len(self._rows.encode(rows[0])) if rows else 0)
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+beam.coders.registry.register_coder(LabelledBlock, BlockCoder)
+
+
 def rider(origin: tuple, tag: str, payload) -> tuple:
     """An element that rides the join to ``JoinAndApply``'s outputs without meeting a record: ``payload``
     leaves as a ``blocks`` element (``(label, rows)``) or a ``counts`` one, as ``tag`` says. Its key
@@ -106,7 +147,7 @@ class _ApplyPerKey(beam.DoFn):
     def _checked(self, key, label: str, rows) -> tuple:
         if label not in self.labels:  # a label no writer knows would lose its rows
             raise ValueError(f"{key!r}: output {label!r} is not one of {sorted(self.labels)}")
-        return label, rows
+        return LabelledBlock((label, rows))
 
 
 @dataclass
@@ -136,6 +177,7 @@ class JoinAndApply(beam.PTransform):
             keyed
             | "Join" >> beam.GroupByKey()
             | "Apply" >> beam.ParDo(_ApplyPerKey(self.fn, self.decode, self.labels, self.progress))
+            .with_output_types(LabelledBlock)
             .with_outputs(COUNTS, main=BLOCKS)
         )
 

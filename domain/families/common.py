@@ -34,7 +34,8 @@ from domain.issues import (
     render_ranges,
     render_units,
 )
-from domain.source import Chunk, DocumentIndex, Transcript, chunk_contains_positions, chunk_missing_positions
+from domain.source import (Chunk, DocumentIndex, Transcript, chunk_contains_positions, chunk_missing_positions,
+                           contiguous_positions)
 
 
 # --- adaptation -----------------------------------------------------------------
@@ -68,18 +69,22 @@ class EvidenceAdapter:
 
 def order_records(index: DocumentIndex, records: Sequence[Any], endpoints_reordered: int = 0) -> Adapted:
     """Records by earliest evidence (ties keep response order) and the overall earliest unit."""
+    if len(records) == 1:  # most candidates hold one record: nothing to order
+        best = earliest_start(index, records[0].evidence)
+        return Adapted(tuple(records), None if best is None else best.start_unit_id, endpoints_reordered)
     keyed = []
     for n, record in enumerate(records):
         best = earliest_start(index, record.evidence)
         keyed.append(((best is None, best.first if best is not None else 0, n), record, best))
     keyed.sort(key=_first)  # itemgetter: no Python call per record
-    ordered = tuple(record for _, record, _ in keyed)
+    ordered = tuple(map(_second, keyed))
     # The earliest start over all records is the first record's (positions identify unit ids).
     earliest = keyed[0][2] if keyed else None
     return Adapted(ordered, None if earliest is None else earliest.start_unit_id, endpoints_reordered)
 
 
 _first = itemgetter(0)
+_second = itemgetter(1)
 
 
 # --- naming a record in guidance, lazily ------------------------------------------------
@@ -159,9 +164,15 @@ def source_reference_issues(
     """
     index, chunk = ctx.transcript.index, ctx.chunk
     out: RecordIssues | None = None  # most candidates have no range to report
+    # A chunk of consecutive units (most are): span_within_chunk of a ref resolved through ``index`` is
+    # then two comparisons, made here without a call per range (tests/test_evidence.py holds them equal).
+    bounds = contiguous_positions(chunk)
     for n, record in enumerate(records):
         i = 0
         for ref in record.evidence:
+            if bounds is not None and ref.index is index and bounds[0] <= ref.first <= ref.last <= bounds[1]:
+                i += 1
+                continue
             if not span_within_chunk(index, chunk, ref):
                 if out is None:
                     out = RecordIssues(validator, list_field, subject_of, index)
