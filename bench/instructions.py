@@ -36,7 +36,7 @@ from bench.archive import REPO, ArchiveSpec, ensure_archive
 from bench.procs import checkout_bytecode
 from bench.configs import CONFIGS, command
 from bench.stats import linear_fit, markdown_table
-from bench.targets import beam_part_row
+from bench.targets import beam_part_row, instruction_cut_of, instruction_cut_row
 
 DEFAULT_CONFIGS = "loop,direct"
 _SUMMARY = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
@@ -182,8 +182,29 @@ def fixed_and_marginal(points: list[tuple[int, int]]) -> tuple[float, float] | N
     return linear_fit([n for n, _ in points], [i for _, i in points])
 
 
-def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict, log) -> str:
-    """The instruction counts of ``config_keys`` at each archive size, as a report section."""
+def baseline_checkout(revision: str, cache: Path) -> Path:
+    """``revision`` of this repository as a source tree under ``cache`` (``git archive``, made once): a
+    checkout the job is counted on beside this one. A folder is taken as it is."""
+    if Path(revision).is_dir():
+        return Path(revision).resolve()
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=REPO, text=True,
+                            capture_output=True)
+    if commit.returncode != 0:
+        raise ValueError(f"instruction baseline {revision!r} is neither a folder nor a commit of this repository")
+    target = cache.resolve() / "checkouts" / commit.stdout.strip()[:12]
+    if not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit.stdout.strip()], cwd=REPO, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+        (target / ".complete").write_text(revision)
+    return target
+
+
+def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict, log,
+            baseline: str | None = None) -> str:
+    """The instruction counts of ``config_keys`` at each archive size, as a report section; with
+    ``baseline`` (a commit or a folder), the job in-process counted on it too, and the cut against it."""
     title = "## Instructions (callgrind)\n\n"
     if shutil.which("valgrind") is None:
         return title + "Not counted: valgrind is not installed here (`apt install valgrind`)."
@@ -211,6 +232,23 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
         counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in r["points"])
         fit = ("-", "-") if r["fixed"] is None else (f"{r['fixed'] / 1e9:.2f}", f"{r['per_candidate'] / 1e3:.1f}")
         rows.append([config.label, counted_at, *fit])
+    missing = ""
+    try:
+        checkout = baseline_checkout(baseline, cache) if baseline is not None and "direct" in result else None
+    except ValueError as exc:  # e.g. a shallow clone: the rest of the section still stands
+        checkout, missing = None, f"\n\nNot counted against a baseline: {exc}."
+    if checkout is not None:
+        checkout_bytecode(checkout)
+        points = []
+        for archive in archives:
+            log(f"  instructions direct at {archive.candidates_in:,} candidates on {baseline}")
+            points.append((archive.candidates_in, count_configuration(CONFIGS["direct"], archive, checkout)))
+        fit = fixed_and_marginal(points)
+        report["instructions_baseline"] = {"revision": baseline, "points": points, "fixed": fit and fit[0],
+                                           "per_candidate": fit and fit[1]}
+        counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in points)
+        rows.append([f"{CONFIGS['direct'].label} at {baseline}", counted_at,
+                     *(("-", "-") if fit is None else (f"{fit[0] / 1e9:.2f}", f"{fit[1] / 1e3:.1f}"))])
     text = (title + "Instructions each run executes under valgrind's callgrind (one process, PYTHONHASHSEED=0): "
             "the same code on the same archive gives the same count, whatever the machine's speed. The line "
             "through the sizes splits a run into its fixed part and what each further candidate costs.\n\n"
@@ -224,6 +262,11 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
         split = split_extra(loop["parts_per_candidate"], job["parts_per_candidate"])
         report["instructions_split"] = split
         text += "\n\n" + split_text(split)
+    text += missing
+    cut = instruction_cut_of(report)
+    if cut is not None:
+        text += ("\n\nThe cut asked of the job in-process (issue 43), against its count at the baseline:\n\n"
+                 + markdown_table(["target", "measured", "met"], [instruction_cut_row(*cut)], "lll"))
     return text
 
 

@@ -47,7 +47,8 @@ from bench.archive import REPO, Archive, ArchiveSpec, ensure_archive
 from bench.configs import CONFIGS, NOT_MEASURABLE, PY, command, run_once
 from bench.procs import code_version, measure
 from bench.stats import check_same_evaluations, linear_fit, markdown_table, round_order, spread, summary
-from bench.targets import beam_part_of, beam_part_row, pyspark_row
+from bench.targets import (INSTRUCTION_BASELINE, INSTRUCTION_CUT, beam_part_of, beam_part_row, instruction_cut_of,
+                           instruction_cut_row, pyspark_row)
 
 LARGE = 500_000  # scaling points this big run once, whatever --scaling-runs says
 
@@ -274,6 +275,9 @@ def parse_args(argv):
     p.add_argument("--instruction-sizes", default="5000,10000",
                    help="archive sizes the loop and the job are counted at under callgrind (bench.instructions; '' to skip)")
     p.add_argument("--instruction-configs", default="loop,direct")
+    p.add_argument("--instruction-baseline", default=INSTRUCTION_BASELINE,
+                   help="a commit (or a folder) the job in-process is counted on too, for the cut against it "
+                        f"(issue 43: {INSTRUCTION_CUT:.2f}x {INSTRUCTION_BASELINE}'s per further candidate; '' not)")
     p.add_argument("--skip-side-by-side", action="store_true")
     p.add_argument("--cache", type=Path, default=REPO / "out" / "bench" / "cache")
     p.add_argument("--results", type=Path, default=REPO / "out" / "bench")
@@ -297,6 +301,8 @@ def targets(report: dict) -> str:
             in_force.append(pyspark_row(ratio, point["candidates"], text))
     if beam_part_of(report):
         in_force.append(beam_part_row(*beam_part_of(report)))
+    if instruction_cut_of(report):
+        in_force.append(instruction_cut_row(*instruction_cut_of(report)))
     rows += [[target, measured, ok == "yes"] for target, measured, ok in in_force]
     if "direct-mp2" in rate and "direct-mp1" in rate:
         r = rate["direct-mp2"] / rate["direct-mp1"]
@@ -436,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
 
         log(f"instructions over {instruction_sizes}")
         sections.append(instructions.section(instruction_sizes, [c for c in args.instruction_configs.split(",") if c],
-                                             args.cache, report, log))
+                                             args.cache, report, log, args.instruction_baseline or None))
     flink_sizes = [int(s) for s in args.flink_sizes.split(",") if s.strip()]
     if flink_sizes:
         from bench import flink

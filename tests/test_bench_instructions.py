@@ -158,3 +158,43 @@ def test_the_jobs_extra_is_split_in_three_parts_each_net_of_the_loops_own():
     assert "20.0 k = 5.4% of the loop's 370.0 k | yes |" in text
     over = split_text(split_extra(loop, {**job, "total": 440_000}))
     assert "30.0 k = 8.1% of the loop's 370.0 k | no |" in over
+
+
+def test_the_baseline_is_this_repositorys_commit_as_a_source_tree_made_once(tmp_path):
+    import subprocess
+
+    from bench.archive import REPO
+    from bench.instructions import baseline_checkout
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, text=True, capture_output=True, check=True).stdout
+    tree = baseline_checkout("HEAD", tmp_path)
+    assert tree.name == head.strip()[:12] and (tree / "domain" / "reprocess.py").is_file()
+    (tree / "marker").write_text("kept")
+    assert baseline_checkout("HEAD", tmp_path) == tree and (tree / "marker").exists()  # not extracted again
+    assert baseline_checkout(str(tmp_path), tmp_path / "other") == tmp_path.resolve()  # a folder as it is
+    with pytest.raises(ValueError, match="neither a folder nor a commit"):
+        baseline_checkout("no-such-revision-anywhere", tmp_path)
+
+
+def test_the_section_counts_the_job_on_the_baseline_and_judges_the_cut(monkeypatch, tmp_path):
+    import bench.instructions as instructions
+
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions, "ensure_archive",
+                        lambda spec, cache, log: type("A", (), {"candidates_in": spec.candidates})())
+    monkeypatch.setattr(instructions, "checkout_bytecode", lambda checkout: None)
+    per = {instructions.REPO: 410_000, tmp_path.resolve(): 462_000}  # instructions per candidate, this tree and the base
+
+    def parts(config, archive, checkout=instructions.REPO, extra=()):
+        return {"total": 3_000_000_000 + per[checkout] * archive.candidates_in, "sha256": 0, "zstd": 0}
+
+    monkeypatch.setattr(instructions, "count_parts", parts)
+    monkeypatch.setattr(instructions, "count_configuration",
+                        lambda config, archive, checkout=instructions.REPO: parts(config, archive, checkout)["total"])
+    report: dict = {}
+    text = instructions.section([5_000, 10_000], ["direct"], tmp_path, report, lambda *a: None, str(tmp_path))
+    assert report["instructions_baseline"]["per_candidate"] == pytest.approx(462_000)
+    assert f"at {tmp_path}" in text and "| 462.0 |" in text
+    assert "410.0 k against 462.0 k = 0.887x | yes" in text
+    elsewhere = instructions.section([5_000, 10_000], ["direct"], tmp_path, {}, lambda *a: None, "no-such-revision")
+    assert "Not counted against a baseline: instruction baseline 'no-such-revision' is neither" in elsewhere

@@ -70,3 +70,21 @@ def test_make_bench_summary_prints_the_targets_in_force_not_the_retired_ones():
 def test_without_peers_or_instructions_the_summary_names_no_target_it_cannot_judge():
     text = run.targets({"side_by_side": {}})
     assert "PySpark" not in text and BEAM_TARGET not in text
+
+
+def test_the_instruction_cut_is_met_at_ninety_percent_of_the_baselines_count_and_not_above():
+    from bench.targets import instruction_cut_row
+
+    assert instruction_cut_row(415_800.0, 462_000.0, "868435c")[1:] == ["415.8 k against 462.0 k = 0.900x", "yes"]
+    assert instruction_cut_row(416_000.0, 462_000.0, "868435c")[2] == "no"
+
+
+def test_make_bench_summary_judges_the_instruction_cut_when_a_baseline_was_counted():
+    from bench.targets import instruction_cut_of
+
+    report = {"instructions": {"direct": {"per_candidate": 410_000.0}}}
+    assert instruction_cut_of(report) is None  # no baseline counted: no row, not a "no"
+    report["instructions_baseline"] = {"revision": "868435c", "per_candidate": 461_700.0}
+    text = run.targets(report)
+    assert ("job in-process's instructions per further candidate <= 0.90x 868435c's | "
+            "410.0 k against 461.7 k = 0.888x | yes") in text
