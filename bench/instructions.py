@@ -187,15 +187,16 @@ def baseline_checkout(revision: str, cache: Path) -> Path:
     checkout the job is counted on beside this one. A folder is taken as it is."""
     if Path(revision).is_dir():
         return Path(revision).resolve()
-    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=REPO, text=True,
-                            capture_output=True)
-    if commit.returncode != 0:
+    found = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=REPO, text=True,
+                           capture_output=True)
+    if found.returncode != 0:
         raise ValueError(f"instruction baseline {revision!r} is neither a folder nor a commit of this repository")
-    target = cache.resolve() / "checkouts" / commit.stdout.strip()[:12]
+    commit = found.stdout.strip()
+    target = cache.resolve() / "checkouts" / commit[:12]
     if not (target / ".complete").exists():
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", commit.stdout.strip()], cwd=REPO, capture_output=True, check=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=REPO, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
         (target / ".complete").write_text(revision)
     return target
@@ -226,12 +227,7 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
                               "parts_per_candidate": None if fit is None else
                               {part: f[1] for part, f in per_part.items()}}
     report["instructions"] = result
-    rows = []
-    for config in configs:
-        r = result[config.key]
-        counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in r["points"])
-        fit = ("-", "-") if r["fixed"] is None else (f"{r['fixed'] / 1e9:.2f}", f"{r['per_candidate'] / 1e3:.1f}")
-        rows.append([config.label, counted_at, *fit])
+    rows = [count_row(config.label, result[config.key]) for config in configs]
     missing = ""
     try:
         checkout = baseline_checkout(baseline, cache) if baseline is not None and "direct" in result else None
@@ -244,11 +240,9 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
             log(f"  instructions direct at {archive.candidates_in:,} candidates on {baseline}")
             points.append((archive.candidates_in, count_configuration(CONFIGS["direct"], archive, checkout)))
         fit = fixed_and_marginal(points)
-        report["instructions_baseline"] = {"revision": baseline, "points": points, "fixed": fit and fit[0],
-                                           "per_candidate": fit and fit[1]}
-        counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in points)
-        rows.append([f"{CONFIGS['direct'].label} at {baseline}", counted_at,
-                     *(("-", "-") if fit is None else (f"{fit[0] / 1e9:.2f}", f"{fit[1] / 1e3:.1f}"))])
+        counted = report["instructions_baseline"] = {"revision": baseline, "points": points, "fixed": fit and fit[0],
+                                                     "per_candidate": fit and fit[1]}
+        rows.append(count_row(f"{CONFIGS['direct'].label} at {baseline}", counted))
     text = (title + "Instructions each run executes under valgrind's callgrind (one process, PYTHONHASHSEED=0): "
             "the same code on the same archive gives the same count, whatever the machine's speed. The line "
             "through the sizes splits a run into its fixed part and what each further candidate costs.\n\n"
@@ -268,6 +262,15 @@ def section(sizes: list[int], config_keys: list[str], cache: Path, report: dict,
         text += ("\n\nThe cut asked of the job in-process (issue 43), against its count at the baseline:\n\n"
                  + markdown_table(["target", "measured", "met"], [instruction_cut_row(*cut)], "lll"))
     return text
+
+
+def count_row(label: str, counted: dict) -> list[str]:
+    """A configuration's row of the section's table: where it was counted, its fixed part and its cost per
+    further candidate (``counted``: its ``points``, ``fixed`` and ``per_candidate``)."""
+    counted_at = ", ".join(f"{i / 1e9:.3f} G at {n:,}" for n, i in counted["points"])
+    if counted["fixed"] is None:
+        return [label, counted_at, "-", "-"]
+    return [label, counted_at, f"{counted['fixed'] / 1e9:.2f}", f"{counted['per_candidate'] / 1e3:.1f}"]
 
 
 def split_rows(split: dict[str, float]) -> list[list[str]]:

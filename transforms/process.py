@@ -70,15 +70,6 @@ class BlockCoder(beam.coders.Coder):
         label, rows = value
         return len(label) + (len(rows) * len(self._rows.encode(rows[0])) if rows else 0)
 
-    def is_deterministic(self) -> bool:
-        return False
-
-    def __eq__(self, other) -> bool:
-        return type(self) is type(other)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
 
 beam.coders.registry.register_coder(LabelledBlock, BlockCoder)
 
